@@ -1,0 +1,394 @@
+"""Streaming readers for the canonical JSONL schema and for plain text.
+
+The canonical schema (one JSON object per line, optionally gzip-compressed) is
+described in `../shared/data/README.md`:
+
+```
+{"id": str, "dataset": str, "title": str | null, "query": str | null,
+ "documents": [{"title": str | null,
+                "sections": [{"heading": str | null,
+                              "paragraphs": [["sentence", ...], ...]}]}],
+ "summary": str, "references": [str, ...]}
+```
+
+Unknown fields are ignored. Readers are generators: a corpus is never held in
+memory at once.
+"""
+
+import dataclasses
+import gzip
+import io
+import json
+import os
+
+from keras_hsum.data.sentences import split_sentences
+
+
+@dataclasses.dataclass(frozen=True)
+class Section:
+    """A discourse section: an optional heading and paragraphs of sentences."""
+
+    heading: str | None
+    paragraphs: tuple[tuple[str, ...], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Document:
+    """One input document: an optional title and its sections in order."""
+
+    title: str | None
+    sections: tuple[Section, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Example:
+    """One summarization example of the canonical schema.
+
+    `documents` holds one document for single-document tasks and several for
+    multi-document tasks. `summary` is the primary reference ("" when the
+    example has no reference, e.g. plain text read for inference);
+    `references` holds every reference, the primary one first.
+    """
+
+    id: str
+    dataset: str
+    title: str | None
+    query: str | None
+    documents: tuple[Document, ...]
+    summary: str
+    references: tuple[str, ...]
+
+    def sentences(self):
+        """All sentences of all documents, in reading order (a list of str)."""
+        return [
+            sentence
+            for document in self.documents
+            for section in document.sections
+            for paragraph in section.paragraphs
+            for sentence in paragraph
+        ]
+
+    def num_words(self):
+        """Whitespace word count of the input documents."""
+        return sum(len(s.split()) for s in self.sentences())
+
+
+class InvalidExampleError(ValueError):
+    """A line of a corpus file does not follow the canonical schema.
+
+    Attributes:
+        path: the file.
+        line_number: 1-based line number in the (decompressed) file.
+        field: the offending field as a path, e.g. `documents[0].sections`.
+    """
+
+    def __init__(self, path, line_number, field, message):
+        self.path = str(path)
+        self.line_number = line_number
+        self.field = field
+        super().__init__(
+            f"{self.path}, line {line_number}, field `{field}`: {message}"
+        )
+
+
+@dataclasses.dataclass
+class ReadReport:
+    """Counts of what a reader did; filled while the reader is consumed.
+
+    Attributes:
+        lines: non-blank lines seen.
+        examples: examples yielded.
+        skipped: invalid lines skipped (only with `skip_invalid=True`).
+        errors: the first `max_errors` messages of skipped lines.
+    """
+
+    lines: int = 0
+    examples: int = 0
+    skipped: int = 0
+    errors: list = dataclasses.field(default_factory=list)
+    max_errors: int = 20
+
+    def add_error(self, message):
+        self.skipped += 1
+        if len(self.errors) < self.max_errors:
+            self.errors.append(message)
+
+
+def _expect(value, kind, path, line_number, field):
+    if not isinstance(value, kind):
+        names = (
+            " or ".join(k.__name__ for k in kind)
+            if isinstance(kind, tuple)
+            else kind.__name__
+        )
+        raise InvalidExampleError(
+            path,
+            line_number,
+            field,
+            f"expected {names}, received {type(value).__name__} "
+            f"({_preview(value)}).",
+        )
+    return value
+
+
+def _preview(value, limit=60):
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _optional_str(record, key, path, line_number):
+    value = record.get(key)
+    if value is None:
+        return None
+    return _expect(value, str, path, line_number, key)
+
+
+def example_from_dict(record, path="<dict>", line_number=0):
+    """Validates one decoded JSON object and returns an `Example`.
+
+    Raises:
+        InvalidExampleError: naming the file, line and field that is wrong.
+    """
+    _expect(record, dict, path, line_number, "<line>")
+    if "documents" not in record:
+        raise InvalidExampleError(
+            path, line_number, "documents", "missing; every example needs it."
+        )
+    documents = []
+    raw_documents = _expect(
+        record["documents"], list, path, line_number, "documents"
+    )
+    for d, raw_document in enumerate(raw_documents):
+        field = f"documents[{d}]"
+        _expect(raw_document, dict, path, line_number, field)
+        raw_sections = _expect(
+            raw_document.get("sections"),
+            list,
+            path,
+            line_number,
+            f"{field}.sections",
+        )
+        sections = []
+        for s, raw_section in enumerate(raw_sections):
+            sfield = f"{field}.sections[{s}]"
+            _expect(raw_section, dict, path, line_number, sfield)
+            heading = raw_section.get("heading")
+            if heading is not None:
+                _expect(heading, str, path, line_number, f"{sfield}.heading")
+            raw_paragraphs = _expect(
+                raw_section.get("paragraphs"),
+                list,
+                path,
+                line_number,
+                f"{sfield}.paragraphs",
+            )
+            paragraphs = []
+            for p, raw_paragraph in enumerate(raw_paragraphs):
+                pfield = f"{sfield}.paragraphs[{p}]"
+                _expect(raw_paragraph, list, path, line_number, pfield)
+                for i, sentence in enumerate(raw_paragraph):
+                    _expect(sentence, str, path, line_number, f"{pfield}[{i}]")
+                paragraphs.append(tuple(raw_paragraph))
+            sections.append(Section(heading, tuple(paragraphs)))
+        title = raw_document.get("title")
+        if title is not None:
+            _expect(title, str, path, line_number, f"{field}.title")
+        documents.append(Document(title, tuple(sections)))
+
+    summary = record.get("summary")
+    summary = "" if summary is None else summary
+    _expect(summary, str, path, line_number, "summary")
+    references = record.get("references")
+    if references is None:
+        references = [summary] if summary else []
+    _expect(references, list, path, line_number, "references")
+    for i, reference in enumerate(references):
+        _expect(reference, str, path, line_number, f"references[{i}]")
+    raw_id = record.get("id", f"{os.path.basename(str(path))}:{line_number}")
+    _expect(raw_id, (str, int), path, line_number, "id")
+    dataset = record.get("dataset") or ""
+    _expect(dataset, str, path, line_number, "dataset")
+    return Example(
+        id=str(raw_id),
+        dataset=dataset,
+        title=_optional_str(record, "title", path, line_number),
+        query=_optional_str(record, "query", path, line_number),
+        documents=tuple(documents),
+        summary=summary,
+        references=tuple(references),
+    )
+
+
+def _open_binary(path):
+    path = os.fspath(path)
+    with open(path, "rb") as probe:
+        magic = probe.read(2)
+    if magic == b"\x1f\x8b":
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
+def read_jsonl(path, skip_invalid=False, unicode_errors="strict", report=None):
+    """Streams `Example`s from a canonical JSONL file (gzip or plain).
+
+    Args:
+        path: a `.jsonl` or `.jsonl.gz` file (gzip is detected from content).
+        skip_invalid: when True, lines that are not valid JSON, not valid
+            UTF-8 or do not follow the schema are skipped and counted in
+            `report` instead of raising.
+        unicode_errors: `"strict"` (invalid UTF-8 is an error) or
+            `"replace"` (invalid bytes become U+FFFD and the line is kept).
+        report: an optional `ReadReport` that receives the counts.
+
+    Yields:
+        `Example` objects in file order.
+
+    Raises:
+        InvalidExampleError: on the first invalid line, naming the file, the
+            line number and the field, unless `skip_invalid=True`.
+    """
+    if unicode_errors not in ("strict", "replace"):
+        raise ValueError(
+            "`unicode_errors` must be 'strict' or 'replace', "
+            f"received {unicode_errors!r}."
+        )
+    report = report if report is not None else ReadReport()
+    with _open_binary(path) as handle:
+        for line_number, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            report.lines += 1
+            try:
+                try:
+                    text = raw.decode("utf-8", errors=unicode_errors)
+                except UnicodeDecodeError as error:
+                    raise InvalidExampleError(
+                        path,
+                        line_number,
+                        "<line>",
+                        f"invalid UTF-8 at byte {error.start} of the line; "
+                        "pass unicode_errors='replace' to keep such lines.",
+                    ) from None
+                try:
+                    record = json.loads(text)
+                except json.JSONDecodeError as error:
+                    raise InvalidExampleError(
+                        path,
+                        line_number,
+                        "<line>",
+                        f"not valid JSON ({error.msg} at column "
+                        f"{error.colno}).",
+                    ) from None
+                example = example_from_dict(record, path, line_number)
+            except InvalidExampleError as error:
+                if not skip_invalid:
+                    raise
+                report.add_error(str(error))
+                continue
+            report.examples += 1
+            yield example
+
+
+def read_text(path, unicode_errors="replace", example_id=None):
+    """Reads a plain-text file as one `Example` with no reference summary.
+
+    A blank line separates paragraphs; a line holding only `---` separates
+    documents (multi-document input). Sentences are split with
+    `keras_hsum.data.split_sentences`. Lines inside a paragraph are joined
+    with spaces.
+
+    Args:
+        path: a UTF-8 text file.
+        unicode_errors: how invalid UTF-8 bytes are treated (`"replace"`
+            keeps the text with U+FFFD, `"strict"` raises).
+        example_id: the id of the example; defaults to the file name.
+
+    Returns:
+        An `Example` with `summary=""` and no references.
+    """
+    with open(path, "rb") as handle:
+        text = handle.read().decode("utf-8", errors=unicode_errors)
+    return example_from_text(
+        text, example_id=example_id or os.path.basename(os.fspath(path))
+    )
+
+
+def example_from_text(text, example_id="text", title=None, query=None):
+    """Builds an `Example` from plain text (see `read_text` for the rules)."""
+    documents = []
+    paragraphs = []
+    lines = []
+
+    def close_paragraph():
+        if lines:
+            sentences = split_sentences(" ".join(lines))
+            if sentences:
+                paragraphs.append(tuple(sentences))
+            lines.clear()
+
+    def close_document():
+        close_paragraph()
+        if paragraphs:
+            documents.append(
+                Document(None, (Section(None, tuple(paragraphs)),))
+            )
+            paragraphs.clear()
+
+    for line in io.StringIO(text):
+        stripped = line.strip()
+        if stripped == "---":
+            close_document()
+        elif not stripped:
+            close_paragraph()
+        else:
+            lines.append(stripped)
+    close_document()
+    return Example(
+        id=str(example_id),
+        dataset="text",
+        title=title,
+        query=query,
+        documents=tuple(documents),
+        summary="",
+        references=(),
+    )
+
+
+def read_examples(path, skip_invalid=False, unicode_errors="strict", report=None):
+    """Streams examples from a JSONL file, a text file, or a folder of them.
+
+    A folder is read in sorted file order; `.jsonl`/`.jsonl.gz`/`.json.gz`
+    files as JSONL, `.txt` files as plain text (one example per file).
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        for name in sorted(os.listdir(path)):
+            child = os.path.join(path, name)
+            if os.path.isfile(child) and _kind(child) is not None:
+                yield from read_examples(
+                    child, skip_invalid, unicode_errors, report
+                )
+        return
+    kind = _kind(path)
+    if kind == "text":
+        example = read_text(path)
+        if report is not None:
+            report.lines += 1
+            report.examples += 1
+        yield example
+    elif kind == "jsonl":
+        yield from read_jsonl(path, skip_invalid, unicode_errors, report)
+    else:
+        raise ValueError(
+            f"Cannot read {path!r}: expected a .jsonl, .jsonl.gz or .txt file "
+            "or a folder of them."
+        )
+
+
+def _kind(path):
+    name = os.path.basename(path).lower()
+    if name.endswith((".jsonl", ".jsonl.gz", ".json.gz", ".jsonl.gzip")):
+        return "jsonl"
+    if name.endswith(".txt"):
+        return "text"
+    return None

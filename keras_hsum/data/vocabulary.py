@@ -1,0 +1,203 @@
+"""SentencePiece vocabularies: training, saving, loading, tokenising.
+
+A vocabulary trained here reserves these ids:
+
+| id | piece     | use                                   |
+|----|-----------|---------------------------------------|
+| 0  | `<pad>`   | padding (masks are built from it)     |
+| 1  | `<unk>`   | unknown                               |
+| 2  | `<s>`     | BOS: starts every target              |
+| 3  | `</s>`    | EOS: ends every target                |
+| 4  | `<title>` | separates a title/query from the text |
+| 5  | `<para>`  | paragraph separator (flat inputs)     |
+| 6  | `<sent>`  | sentence separator                    |
+| 7  | `<doc>`   | document separator (multi-document)   |
+
+Foreign models (e.g. `../shared/tokenizers/spm_unigram_32k.model`) load too;
+separator ids they lack are `None`.
+
+Python-side tokenisation uses the `sentencepiece` processor; in-graph
+tokenisation (for SavedModels) uses
+`keras_hub.tokenizers.SentencePieceTokenizer` on the same serialized proto and
+gives the same ids.
+"""
+
+import io
+import os
+
+import sentencepiece
+
+PAD_ID = 0
+UNK_ID = 1
+BOS_ID = 2
+EOS_ID = 3
+SEPARATORS = ("<title>", "<para>", "<sent>", "<doc>")
+
+
+class Vocabulary:
+    """A SentencePiece model with the project's reserved ids.
+
+    Args:
+        proto: the serialized SentencePiece model (bytes).
+
+    Example:
+    >>> vocab = Vocabulary.load("spm.model")
+    >>> ids = vocab.encode("Hierarchical transformers summarize.")
+    >>> vocab.decode(ids)
+    'Hierarchical transformers summarize.'
+    """
+
+    def __init__(self, proto):
+        if not isinstance(proto, (bytes, bytearray)):
+            raise TypeError(
+                "Vocabulary expects the serialized SentencePiece model as "
+                f"bytes, received {type(proto).__name__}. Use "
+                "`Vocabulary.load(path)` to read a .model file."
+            )
+        self.proto = bytes(proto)
+        self._processor = sentencepiece.SentencePieceProcessor(
+            model_proto=self.proto
+        )
+        self.pad_id = self._processor.pad_id()
+        self.unk_id = self._processor.unk_id()
+        self.bos_id = self._processor.bos_id()
+        self.eos_id = self._processor.eos_id()
+        for name, key in zip(
+            ("title_id", "paragraph_id", "sentence_id", "document_id"),
+            SEPARATORS,
+        ):
+            piece_id = self._processor.piece_to_id(key)
+            known = piece_id != self.unk_id and self._processor.id_to_piece(
+                piece_id
+            ) == key
+            setattr(self, name, piece_id if known else None)
+        if self.pad_id < 0:
+            raise ValueError(
+                "This SentencePiece model has no padding piece (pad_id=-1); "
+                "keras_hsum needs one to pad tensors. Train it with "
+                "`Vocabulary.train` (pad=0) or with --pad_id=0."
+            )
+
+    @property
+    def vocabulary_size(self):
+        """V: the number of pieces, reserved ones included."""
+        return self._processor.get_piece_size()
+
+    @classmethod
+    def train(
+        cls,
+        sentences,
+        vocabulary_size=8000,
+        character_coverage=0.9995,
+        max_sentences=2_000_000,
+        num_threads=1,
+    ):
+        """Trains a unigram SentencePiece model on an iterable of sentences.
+
+        Args:
+            sentences: an iterable of str (e.g. `corpus_sentences(examples)`);
+                consumed once, streamed to the trainer.
+            vocabulary_size: V, reserved pieces included. On a small corpus
+                the trainer may not reach V; it then stops at the largest
+                size the corpus supports (`hard_vocab_limit=False`).
+            character_coverage: fraction of characters covered by pieces.
+            max_sentences: at most this many sentences are sampled; below
+                that, training is deterministic for the same input.
+            num_threads: trainer threads (1 keeps results reproducible).
+
+        Returns:
+            A `Vocabulary`.
+        """
+        model = io.BytesIO()
+        iterator = (s for s in sentences if s and s.strip())
+        sentencepiece.SentencePieceTrainer.train(
+            sentence_iterator=iterator,
+            model_writer=model,
+            model_type="unigram",
+            vocab_size=vocabulary_size,
+            character_coverage=character_coverage,
+            pad_id=PAD_ID,
+            unk_id=UNK_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            user_defined_symbols=list(SEPARATORS),
+            hard_vocab_limit=False,
+            input_sentence_size=max_sentences,
+            shuffle_input_sentence=True,
+            max_sentence_length=16384,
+            num_threads=num_threads,
+            minloglevel=2,
+        )
+        return cls(model.getvalue())
+
+    @classmethod
+    def load(cls, path):
+        """Loads a `.model` file written by `save` or by sentencepiece."""
+        with open(os.fspath(path), "rb") as handle:
+            return cls(handle.read())
+
+    def save(self, path):
+        """Writes the serialized model to `path` (a `.model` file)."""
+        path = os.fspath(path)
+        directory = os.path.dirname(path)
+        if directory:
+            os.makedirs(directory, exist_ok=True)
+        with open(path, "wb") as handle:
+            handle.write(self.proto)
+
+    def encode(self, text):
+        """Tokenises one str into a list of int ids (no BOS/EOS)."""
+        return self._processor.encode(text, out_type=int)
+
+    def encode_batch(self, texts):
+        """Tokenises a list of str into a list of lists of int ids."""
+        if not texts:
+            return []
+        return self._processor.encode(list(texts), out_type=int)
+
+    def decode(self, ids):
+        """Detokenises ids; padding, BOS and EOS are dropped."""
+        skip = {self.pad_id, self.bos_id, self.eos_id}
+        return self._processor.decode([int(i) for i in ids if int(i) not in skip])
+
+    def id_to_piece(self, piece_id):
+        return self._processor.id_to_piece(int(piece_id))
+
+    def keras_hub_tokenizer(self, sequence_length=None):
+        """The in-graph tokenizer on the same model.
+
+        Returns:
+            A `keras_hub.tokenizers.SentencePieceTokenizer` whose ids equal
+            `encode`'s; it is a tensorflow-text op and survives SavedModel
+            export.
+        """
+        import keras_hub
+
+        return keras_hub.tokenizers.SentencePieceTokenizer(
+            proto=self.proto, sequence_length=sequence_length
+        )
+
+
+def corpus_sentences(examples, include_summaries=True):
+    """Yields every sentence of `examples` for vocabulary training.
+
+    Titles, queries, section headings and summaries (when
+    `include_summaries`) are included, so that the decoder's vocabulary is
+    covered too.
+    """
+    for example in examples:
+        for text in (example.title, example.query):
+            if text:
+                yield text
+        for document in example.documents:
+            if document.title:
+                yield document.title
+            for section in document.sections:
+                if section.heading:
+                    yield section.heading
+                for paragraph in section.paragraphs:
+                    yield from paragraph
+        if include_summaries:
+            for reference in example.references or (example.summary,):
+                if reference:
+                    yield reference
