@@ -8,6 +8,10 @@ It does not end:
   `Dr.`, `vs.`, ...), so "see Fig. 3" and "e.g. Paris" stay whole;
 - after a single capital initial ("J. Smith");
 - inside a number ("3.14", "v2.0"), since no whitespace follows the dot.
+An all-capital word is an acronym, not an abbreviation ("... on CF. Our"
+ends a sentence although "cf." is listed); "no." is an abbreviation only
+before a digit ("No. 5" vs "I said no. Then"). The next sentence may start
+with any upper-case letter, not only ASCII ("... here. Étant").
 A newline that ends a line is treated as ordinary whitespace.
 """
 
@@ -25,28 +29,38 @@ ABBREVIATIONS = frozenset(
     """.split()
 )
 
+# Listed abbreviations that are also ordinary words ending sentences; they
+# count as abbreviations only before a digit ("No. 5", "nos. 3-4").
+NUMERAL_ABBREVIATIONS = frozenset(("no", "nos"))
+
 _BOUNDARY = re.compile(
     r"""
     (?P<end>[.!?]+["'\u201d\u2019)\]]*)   # terminal punctuation + closers
     (?P<space>\s+)                       # whitespace
-    (?=["'\u201c\u2018(\[]?[A-Z0-9])     # the next sentence's start
+    (?=["'\u201c\u2018(\[]?(?P<first>\w)) # the next sentence's first char
     """,
     re.VERBOSE,
 )
 _LAST_WORD = re.compile(r"(\S+)$")
 
 
-def _is_abbreviation(text_before):
+def _is_abbreviation(text_before, next_char):
     match = _LAST_WORD.search(text_before)
     if not match:
         return False
-    word = match.group(1).lstrip("(\"'[\u201c\u2018").lower()
+    word = match.group(1).lstrip("(\"'[\u201c\u2018")
     if word.endswith("."):
         word = word[:-1]
-    if word in ABBREVIATIONS:
-        return True
-    # A single letter initial: "J. Smith", "A. B. Jones".
-    return len(word) == 1 and word.isalpha()
+    if len(word) == 1:
+        # A single capital initial: "J. Smith", "A. B. Jones". A lower-case
+        # letter is more often a variable ending a sentence ("of x. Then").
+        return word.isupper()
+    if word.isupper() and "." not in word:
+        return False  # an acronym ("CF", "NO"), not "cf." or "No."
+    lowered = word.lower()
+    if lowered in NUMERAL_ABBREVIATIONS:
+        return next_char.isdigit()
+    return lowered in ABBREVIATIONS
 
 
 def split_sentences(text):
@@ -70,9 +84,12 @@ def split_sentences(text):
     sentences = []
     start = 0
     for match in _BOUNDARY.finditer(text):
+        first = match.group("first")
+        if not (first.isupper() or first.isdigit()):
+            continue
         end = match.start("space")
         if match.group("end")[0] == "." and _is_abbreviation(
-            text[start : match.start("end") + 1]
+            text[start : match.start("end") + 1], first
         ):
             continue
         sentence = text[start:end].strip()
