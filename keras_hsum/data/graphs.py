@@ -166,8 +166,9 @@ def similarity_graph(texts, threshold=0.2, model=None):
         docstring). Raw weights: not row-normalised.
 
     Example:
-    >>> similarity_graph(["cats purr", "cats purr loudly", "dogs bark"])[0, 2]
-    0.0
+    >>> graph = similarity_graph(["cats purr", "cats purr loudly", "dogs bark"])
+    >>> float(graph[0, 2]), bool(graph[0, 1] > 0.5)
+    (0.0, True)
     """
     _check_threshold(threshold)
     texts = list(texts)
@@ -230,8 +231,8 @@ def _check_rows(texts, document_ids, paragraph_index):
     ):
         if value.shape != (size,):
             raise ValueError(
-                f"`{name}` must have shape [P] = [{size}] (one entry per text), "
-                f"received shape {list(value.shape)}."
+                f"`{name}` must have shape [P] = [{size}] (one entry per "
+                f"text), received shape {list(value.shape)}."
             )
     if size and len(set(paragraph_index.tolist())) != size:
         raise ValueError(
@@ -274,8 +275,8 @@ def discourse_graph(
         row-normalised.
 
     Example:
-    >>> g = discourse_graph(["Rain fell.", "However, it stopped."], [0, 0], [0, 1])
-    >>> g.tolist()
+    >>> texts = ["Rain fell.", "However, it stopped."]
+    >>> discourse_graph(texts, [0, 0], [0, 1]).tolist()
     [[0.0, 2.0], [1.0, 0.0]]
     """
     texts = list(texts)
