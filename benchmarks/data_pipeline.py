@@ -1,0 +1,386 @@
+"""Throughput of the tf.data pipelines, and how it compares to training.
+
+For each corpus (default: qmsum_general, ~10k-word meetings, and
+scisummnet, ~4.5k-word papers; the full shared corpora when present, else
+the bundled sample), each limit setting and each family, this runs the
+whole pipeline of `keras_hsum.data.pipeline.make_dataset` (read → structure
+→ target → padded tf.data batches, iterated to the end) and reports
+examples/s, source tokens/s (real tokens in the batches) and batches/s, for
+a first pass and for a second epoch read from `cache=True`.
+
+Target (the issue): "the pipeline is never the bottleneck, at least 10× the
+training-step rate of the tiny recipes that will use it". The recipes do not
+exist yet, so the same run times a STAND-IN tiny model on the same batches:
+an HT-like encoder-decoder, width 64, 2 heads, 2 local
+`keras_hub.layers.TransformerEncoder` layers over tokens reshaped to
+[B·P,T,D] (over [B,N,D] for `flat`), one `keras_hub.layers.TransformerDecoder`
+layer that cross-attends the flattened token memory, and a Dense(V) head;
+compiled with Adam and stepped with `train_on_batch`. The ratio is pipeline
+batches/s ÷ training steps/s. Replace the stand-in by the tiny recipes once
+they exist.
+
+Usage (from the repository root):
+    python benchmarks/data_pipeline.py --quick          # smoke test, < 1 min
+    python benchmarks/data_pipeline.py                  # full corpora
+    python benchmarks/data_pipeline.py --datasets scisummnet --max-examples 100
+
+Writes `benchmarks/results/data_pipeline[_quick].json` and `.md`.
+"""
+
+import argparse
+import datetime
+import itertools
+import json
+import math
+import os
+import platform
+import sys
+import time
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+if __package__ in (None, ""):
+    # Run as a script from a checkout: make `keras_hsum` importable.
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import keras  # noqa: E402
+import keras_hub  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
+from keras_hsum.data import pipeline  # noqa: E402
+from keras_hsum.data.corpora import SAMPLE_ROOT  # noqa: E402
+from keras_hsum.data.corpora import corpus_path  # noqa: E402
+from keras_hsum.data.reader import read_examples  # noqa: E402
+from keras_hsum.data.vocabulary import Vocabulary  # noqa: E402
+from keras_hsum.data.vocabulary import corpus_sentences  # noqa: E402
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+
+# Limits: "tiny" as the tiny recipes will use them, "paper" as in HT
+# (Liu & Lapata 2019: 30 paragraphs of 100 tokens). `flat_tokens` is N of the
+# FlatTransformer baseline (HT's FT reads 1,600 tokens).
+SETTINGS = {
+    "tiny": {"max_units": 16, "max_tokens": 64, "flat_tokens": 1024, "max_target_length": 128},
+    "paper": {"max_units": 30, "max_tokens": 100, "flat_tokens": 1600, "max_target_length": 128},
+}
+# Variants measured: (label, family, extras).
+VARIANTS = (
+    ("paragraphs", "paragraphs", ()),
+    ("paragraphs+ranker_targets", "paragraphs", (pipeline.ranker_targets,)),
+    ("sections", "sections", ()),
+    ("snippets", "snippets", ()),
+    ("sentences", "sentences", ()),
+    ("flat", "flat", ()),
+)
+
+
+class StandInSummarizer(keras.Model):
+    """A stand-in tiny hierarchical encoder-decoder (until recipes exist).
+
+    Local encoder layers run on tokens [B·P,T,D] (hierarchical families) or
+    [B,N,D] (`flat`); one decoder layer cross-attends the flattened token
+    memory [B,P·T,D]; a Dense head gives logits [B,S-1,V].
+    """
+
+    def __init__(self, vocabulary_size, hierarchical, width=64, heads=2, layers=2, **kwargs):
+        super().__init__(**kwargs)
+        self.hierarchical = hierarchical
+        self.width = width
+        self.embedding = keras.layers.Embedding(vocabulary_size, width)
+        self.encoders = [
+            keras_hub.layers.TransformerEncoder(intermediate_dim=2 * width, num_heads=heads)
+            for _ in range(layers)
+        ]
+        self.target_embedding = keras.layers.Embedding(vocabulary_size, width)
+        self.decoder = keras_hub.layers.TransformerDecoder(
+            intermediate_dim=2 * width, num_heads=heads
+        )
+        self.head = keras.layers.Dense(vocabulary_size)
+
+    def call(self, inputs):
+        tokens, token_mask = inputs["tokens"], inputs["token_mask"]
+        if self.hierarchical:
+            _, rows, length = tokens.shape
+            x = self.embedding(keras.ops.reshape(tokens, (-1, length)))
+            mask = keras.ops.reshape(token_mask, (-1, length))
+        else:
+            x, mask = self.embedding(tokens), token_mask
+        for encoder in self.encoders:
+            x = encoder(x, padding_mask=mask)
+        if self.hierarchical:
+            x = keras.ops.reshape(x, (-1, rows * length, self.width))
+            mask = keras.ops.reshape(token_mask, (-1, rows * length))
+        y = self.target_embedding(inputs["decoder_tokens"])
+        y = self.decoder(
+            y,
+            x,
+            decoder_padding_mask=inputs["target_mask"],
+            encoder_padding_mask=mask,
+        )
+        return self.head(y)
+
+
+def _limits(family, setting):
+    limits = SETTINGS[setting]
+    if family == "flat":
+        return {"max_tokens": limits["flat_tokens"]}
+    return {"max_units": limits["max_units"], "max_tokens": limits["max_tokens"]}
+
+
+def _dataset(path, vocabulary, family, extras, setting, args, report=None, cache=None):
+    return pipeline.make_dataset(
+        path,
+        vocabulary,
+        family,
+        batch_size=args.batch_size,
+        max_target_length=SETTINGS[setting]["max_target_length"],
+        extras=extras,
+        pad_to_max=True,
+        report=report,
+        cache=cache,
+        max_examples=args.max_examples,
+        **_limits(family, setting),
+    )
+
+
+def _iterate(dataset, description, total):
+    """Iterates a dataset to the end; returns (seconds, batches, examples, tokens)."""
+    batches = examples = tokens = 0
+    start = time.perf_counter()
+    for batch in tqdm(dataset, desc=description, total=total, unit="batch", leave=False):
+        batches += 1
+        examples += int(batch["tokens"].shape[0])
+        tokens += int(tf.math.count_nonzero(batch["token_mask"]))
+    return time.perf_counter() - start, batches, examples, tokens
+
+
+def measure_pipeline(path, vocabulary, label, family, extras, setting, args, num_examples):
+    """Times a first pass and a cached second epoch of one pipeline."""
+    report = pipeline.PipelineReport()
+    dataset = _dataset(path, vocabulary, family, extras, setting, args, report, cache=True)
+    total = math.ceil(num_examples / args.batch_size)
+    seconds, batches, examples, tokens = _iterate(dataset, f"{label}/{setting}", total)
+    cached_seconds, *_ = _iterate(dataset, f"{label}/{setting} (cached)", total)
+    return {
+        "variant": label,
+        "family": family,
+        "setting": setting,
+        "limits": _limits(family, setting),
+        "examples": examples,
+        "batches": batches,
+        "source_tokens": tokens,
+        "seconds": seconds,
+        "examples_per_s": examples / seconds,
+        "tokens_per_s": tokens / seconds,
+        "batches_per_s": batches / seconds,
+        "cached_batches_per_s": batches / cached_seconds,
+        "skipped": report.skipped,
+    }
+
+
+def warm_up(path, vocabulary, args):
+    """Runs every variant over one batch, so that one-time costs (tf.data
+    and py_function start-up, first tokenisation) are not timed."""
+    for _, family, extras in VARIANTS:
+        dataset = pipeline.make_dataset(
+            path,
+            vocabulary,
+            family,
+            batch_size=2,
+            max_target_length=16,
+            extras=extras,
+            pad_to_max=True,
+            max_examples=2,
+            **_limits(family, "tiny"),
+        )
+        for _ in dataset:
+            pass
+
+
+def measure_training(path, vocabulary, family, setting, args):
+    """Training steps/s of the stand-in model on this pipeline's batches."""
+    dataset = pipeline.training_pairs(
+        _dataset(path, vocabulary, family, (), setting, args), vocabulary.pad_id
+    )
+    batches = list(dataset.take(args.train_batches))
+    keras.utils.set_random_seed(0)
+    model = StandInSummarizer(vocabulary.vocabulary_size, hierarchical=family != "flat")
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    for inputs, labels, weights in batches[:1] * args.warmup_steps:
+        model.train_on_batch(inputs, labels, sample_weight=weights)
+    start = time.perf_counter()
+    steps = itertools.islice(itertools.cycle(batches), args.train_steps)
+    for inputs, labels, weights in tqdm(
+        steps, desc=f"train stand-in {family}/{setting}", total=args.train_steps, leave=False
+    ):
+        model.train_on_batch(inputs, labels, sample_weight=weights)
+    seconds = time.perf_counter() - start
+    return {
+        "steps_per_s": args.train_steps / seconds,
+        "steps": args.train_steps,
+        "parameters": int(model.count_params()),
+        "jit_compile": bool(model.jit_compile),
+    }
+
+
+def _corpus(name, args):
+    path = corpus_path(name, args.split)
+    source = "bundled sample" if path.startswith(SAMPLE_ROOT) else "shared corpus"
+    examples = list(itertools.islice(read_examples(path, skip_invalid=True), args.max_examples))
+    words = [example.num_words() for example in examples]
+    return path, source, examples, float(np.mean(words))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--datasets", nargs="+", default=["qmsum_general", "scisummnet"])
+    parser.add_argument("--split", default="train")
+    parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
+    parser.add_argument("--max-examples", type=int, default=None, help="first N examples of each corpus")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--vocabulary-size", type=int, default=8000)
+    parser.add_argument("--vocabulary-examples", type=int, default=50)
+    parser.add_argument("--train-steps", type=int, default=20)
+    parser.add_argument("--train-batches", type=int, default=4)
+    parser.add_argument("--warmup-steps", type=int, default=2, help="untimed first steps (tracing)")
+    parser.add_argument("--quick", action="store_true", help="8 examples, tiny limits, 2 steps")
+    parser.add_argument("--output", default=None, help="results file stem (no extension)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.max_examples = args.max_examples or 8
+        args.settings = ["tiny"]
+        args.train_steps = 2
+        args.train_batches = 1
+        args.warmup_steps = 1
+        args.vocabulary_examples = min(args.vocabulary_examples, 8)
+    stem = args.output or os.path.join(RESULTS, "data_pipeline" + ("_quick" if args.quick else ""))
+
+    print(
+        "NOTE: training steps/s are those of a STAND-IN tiny model (width 64, 2 heads, "
+        "2 encoder layers + 1 decoder layer); replace it by the tiny recipes once they exist."
+    )
+    rows, corpora = [], {}
+    started = time.perf_counter()
+    for name in args.datasets:
+        path, source, examples, mean_words = _corpus(name, args)
+        start = time.perf_counter()
+        vocabulary = Vocabulary.train(
+            corpus_sentences(examples[: args.vocabulary_examples]),
+            vocabulary_size=args.vocabulary_size,
+        )
+        corpora[name] = {
+            "path": path,
+            "source": source,
+            "examples": len(examples),
+            "mean_words": mean_words,
+            "vocabulary_size": vocabulary.vocabulary_size,
+            "vocabulary_seconds": time.perf_counter() - start,
+        }
+        print(
+            f"{name}: {len(examples)} examples ({source}, {args.split}), "
+            f"{mean_words:,.0f} words on average; vocabulary V={vocabulary.vocabulary_size}."
+        )
+        warm_up(path, vocabulary, args)
+        for setting in args.settings:
+            training = {
+                kind: measure_training(path, vocabulary, kind, setting, args)
+                for kind in ("paragraphs", "flat")
+            }
+            for label, family, extras in VARIANTS:
+                row = measure_pipeline(
+                    path, vocabulary, label, family, extras, setting, args, len(examples)
+                )
+                train = training["flat" if family == "flat" else "paragraphs"]
+                row.update(
+                    dataset=name,
+                    train_steps_per_s=train["steps_per_s"],
+                    stand_in_parameters=train["parameters"],
+                    stand_in_jit_compile=train["jit_compile"],
+                    ratio=row["batches_per_s"] / train["steps_per_s"],
+                    cached_ratio=row["cached_batches_per_s"] / train["steps_per_s"],
+                )
+                rows.append(row)
+                print(_line(row))
+
+    result = {
+        "benchmark": "data_pipeline",
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "quick": args.quick,
+        "batch_size": args.batch_size,
+        "settings": {s: SETTINGS[s] for s in args.settings},
+        "stand_in_model": "StandInSummarizer (width 64, 2 heads, 2 local TransformerEncoder "
+        "layers, 1 TransformerDecoder layer, Dense(V) head); used until the tiny recipes exist",
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "tensorflow": tf.__version__,
+            "keras": keras.__version__,
+        },
+        "corpora": corpora,
+        "rows": rows,
+        "total_seconds": time.perf_counter() - started,
+    }
+    table = markdown(result)
+    print()
+    print(table)
+    os.makedirs(os.path.dirname(stem) or ".", exist_ok=True)
+    with open(stem + ".json", "w", encoding="utf-8") as handle:
+        json.dump(result, handle, indent=2)
+    with open(stem + ".md", "w", encoding="utf-8") as handle:
+        handle.write(table + "\n")
+    print(f"\nWrote {stem}.json and {stem}.md ({result['total_seconds']:.0f} s).")
+    return result
+
+
+def _line(row):
+    return (
+        f"  {row['variant']:<26} {row['setting']:<5} {row['examples_per_s']:8.1f} ex/s "
+        f"{row['tokens_per_s']:10,.0f} tok/s {row['batches_per_s']:7.2f} batch/s "
+        f"(cached {row['cached_batches_per_s']:7.1f}) | stand-in train "
+        f"{row['train_steps_per_s']:6.2f} step/s | ratio {row['ratio']:6.2f} "
+        f"(cached {row['cached_ratio']:7.1f})"
+    )
+
+
+def markdown(result):
+    """The results as a markdown table (one row per corpus, setting, variant)."""
+    lines = [
+        f"# Data pipeline throughput ({result['date']}{', quick' if result['quick'] else ''})",
+        "",
+        f"Batch size {result['batch_size']}, `pad_to_max=True`, target S=128; "
+        f"{result['machine']['cpus']} CPUs, TensorFlow {result['machine']['tensorflow']}. "
+        "Tokens/s counts real source tokens in the batches. Training steps/s are those of "
+        f"a stand-in model: {result['stand_in_model']}. Ratio = pipeline batches/s ÷ "
+        "training steps/s (target ≥ 10); 'cached' is a second epoch read from "
+        "`make_dataset(cache=True)`.",
+        "",
+        "| corpus | examples | limits | variant | examples/s | tokens/s | batches/s "
+        "| train steps/s | ratio | cached batches/s | cached ratio |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in result["rows"]:
+        limits = row["limits"]
+        shape = (
+            f"N={limits['max_tokens']}"
+            if row["family"] == "flat"
+            else f"P={limits['max_units']}, T={limits['max_tokens']}"
+        )
+        corpus = result["corpora"][row["dataset"]]
+        lines.append(
+            f"| {row['dataset']} ({corpus['source']}) | {row['examples']} | "
+            f"{row['setting']}: {shape} | {row['variant']} | {row['examples_per_s']:.1f} | "
+            f"{row['tokens_per_s']:,.0f} | {row['batches_per_s']:.2f} | "
+            f"{row['train_steps_per_s']:.2f} | {row['ratio']:.2f} | "
+            f"{row['cached_batches_per_s']:.1f} | {row['cached_ratio']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

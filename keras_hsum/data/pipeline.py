@@ -1,0 +1,904 @@
+"""tf.data input pipelines: corpus -> structured examples -> padded batches.
+
+One function, `make_dataset`, feeds training, evaluation and the
+benchmarks. It streams examples (`read_examples` on a file or folder, or an
+iterable of `Example`), structures each one for a model family
+(`keras_hsum.data.structure`), optionally adds the decoder target and
+"extras" (ranker targets, graphs, proxy labels, ...), and batches them with
+padding:
+
+| family       | features per batch (besides `target` [B,S])                    |
+|--------------|-----------------------------------------------------------------|
+| `paragraphs` | tokens [B,P,T], token_mask [B,P,T], paragraph_mask [B,P],       |
+|              | document_ids [B,P], paragraph_index [B,P], rank_score [B,P],    |
+|              | context_tokens [B,C]                                            |
+| `sections`   | tokens, token_mask, paragraph_mask, document_ids                |
+| `snippets`   | tokens, token_mask, paragraph_mask, document_ids                |
+| `sentences`  | tokens, token_mask, paragraph_mask, document_ids                |
+| `flat`       | tokens [B,N], token_mask [B,N] (N <= max_tokens)                |
+
+Padding: token ids (`tokens`, `context_tokens`, `target`) with the
+vocabulary's pad id, other integers with 0, booleans with False, floats with
+0.0. A padded row has `paragraph_mask` False and is all pad.
+
+Batch shapes: by default each batch is padded to its longest example
+(P, S, C, N vary from batch to batch; T is always `max_tokens`).
+`bucket_boundaries` groups examples of similar P (N for `flat`) before
+padding (`tf.data.Dataset.bucket_by_sequence_length`). `pad_to_max=True`
+pads P to `max_units`, S to `max_target_length`, C to the builder's
+`context_length` and N to `max_tokens`, so every batch has the same static
+shape (XLA/TPU friendly; with `drop_remainder=True` B is static too).
+
+Extras. An extra is a callable `(example, structured) -> dict` of numpy
+arrays (one example, no batch axis) merged into the features. Its signature
+(dtype and axes of each array) is taken, in this order, from:
+1. its `feature_spec` attribute (set it with `@declare_features(...)`): a
+   dict `name -> (dtype, axes)` or `(dtype, axes, padding_value)`, axes a
+   tuple of `"P"` (rows, padded with the batch), `"T"` (= max_tokens),
+   `"S"` (target length), `"C"` (context length), an int (fixed size) or
+   None (any length, padded to the longest in the batch);
+2. otherwise, by running it on the first example that structures: dtypes
+   are the arrays' dtypes, an axis whose length is that example's number
+   of rows is a `"P"` axis, any other axis is None. Declare the signature
+   when this guess can be wrong (an axis that happens to equal P), or when
+   `pad_to_max=True` needs the size of a None axis.
+
+Skipped examples. A line that is not valid JSON/UTF-8/schema, an example
+whose documents hold no token, an example without a summary (when one is
+required), or any other `ValueError` raised while structuring one example
+is skipped and counted in a `PipelineReport`; the other examples go on.
+With `strict=True` the error is raised instead (inside `make_dataset`, a
+Python error raised by the generator reaches the caller as a
+`tf.errors.InvalidArgumentError` that carries its message).
+"""
+
+import dataclasses
+import inspect
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from keras_hsum.data import reader as reader_lib
+from keras_hsum.data import structure
+from keras_hsum.data.ranking import rouge2_recall_targets
+
+FAMILIES = tuple(structure.BUILDERS) + ("flat",)
+_TOKEN_FEATURES = ("tokens", "context_tokens", "target")
+_AXIS_SYMBOLS = ("P", "T", "S", "C", "N")
+
+
+@dataclasses.dataclass
+class PipelineReport:
+    """What a pipeline read, yielded and skipped, and why.
+
+    Counts accumulate over every pass through the source (each epoch of a
+    dataset re-reads it unless the dataset is cached). They count what the
+    generator produced; with shuffling or prefetching the consumer may not
+    have received all of it yet.
+
+    Attributes:
+        read: records read: examples plus invalid lines.
+        yielded: examples structured and yielded.
+        invalid_lines: lines that are not valid UTF-8, JSON or schema.
+        empty_input: examples whose documents hold no token.
+        empty_summary: examples without a reference summary (when one is
+            required or a target is built).
+        other_errors: examples for which structuring (or an extra) raised
+            another `ValueError`.
+        passes: how many times the source was read from the start.
+        truncation: the merged `TruncationReport` of the yielded examples.
+        errors: the first `max_errors` messages of skipped records, each
+            `"[reason] example 'id': message"`.
+        max_errors: how many messages to keep.
+    """
+
+    read: int = 0
+    yielded: int = 0
+    invalid_lines: int = 0
+    empty_input: int = 0
+    empty_summary: int = 0
+    other_errors: int = 0
+    passes: int = 0
+    truncation: structure.TruncationReport = dataclasses.field(
+        default_factory=structure.TruncationReport
+    )
+    errors: list = dataclasses.field(default_factory=list)
+    max_errors: int = 10
+
+    @property
+    def skipped(self):
+        """Records skipped for any reason (`read == yielded + skipped`)."""
+        return (
+            self.invalid_lines
+            + self.empty_input
+            + self.empty_summary
+            + self.other_errors
+        )
+
+    def count_skip(self, reason, message):
+        """Counts one skipped record under `reason` and keeps its message.
+
+        Args:
+            reason: one of `"invalid_lines"`, `"empty_input"`,
+                `"empty_summary"`, `"other_errors"`.
+            message: what went wrong (it should name the example).
+        """
+        if reason not in (
+            "invalid_lines",
+            "empty_input",
+            "empty_summary",
+            "other_errors",
+        ):
+            raise ValueError(
+                "`reason` must be 'invalid_lines', 'empty_input', "
+                f"'empty_summary' or 'other_errors', received {reason!r}."
+            )
+        setattr(self, reason, getattr(self, reason) + 1)
+        if len(self.errors) < self.max_errors:
+            self.errors.append(f"[{reason}] {message}")
+
+    def as_dict(self):
+        """The report as plain Python values (for JSON)."""
+        values = dataclasses.asdict(self)
+        values["skipped"] = self.skipped
+        return values
+
+    def __str__(self):
+        text = (
+            f"Read {self.read:,} records in {self.passes} pass(es), yielded "
+            f"{self.yielded:,} examples and skipped {self.skipped:,} "
+            f"({self.invalid_lines:,} invalid lines, {self.empty_input:,} "
+            f"with empty input, {self.empty_summary:,} with an empty "
+            f"summary, {self.other_errors:,} other errors). Truncation: "
+            f"{self.truncation}"
+        )
+        if self.errors:
+            shown = "; ".join(self.errors[:3])
+            more = len(self.errors) - 3
+            text += f" First errors: {shown}" + (
+                f" (and {more} more kept in `errors`)." if more > 0 else "."
+            )
+        return text
+
+
+def declare_features(**specs):
+    """Declares the features an extra returns (decorator).
+
+    Args:
+        **specs: `name=(dtype, axes)` or `name=(dtype, axes, padding_value)`
+            per returned array; dtype a numpy dtype or its name, axes a
+            tuple of `"P"`, `"T"`, `"S"`, `"C"`, `"N"`, ints and None (see
+            the module docstring). Without a padding value, arrays are
+            padded with 0 / False / 0.0.
+
+    Returns:
+        A decorator that sets `feature_spec` on the function and returns it.
+
+    Example:
+    >>> @declare_features(graph=("float32", ("P", "P")))
+    ... def similarity_graph(example, structured):
+    ...     ...
+    """
+    normalised = {name: _spec(name, value) for name, value in specs.items()}
+
+    def decorate(function):
+        function.feature_spec = normalised
+        return function
+
+    return decorate
+
+
+@dataclasses.dataclass(frozen=True)
+class _Spec:
+    dtype: np.dtype
+    axes: tuple
+    padding: object = None
+
+
+def _spec(name, value):
+    if not isinstance(value, (tuple, list)) or len(value) not in (2, 3):
+        raise ValueError(
+            f"The spec of feature {name!r} must be (dtype, axes) or "
+            f"(dtype, axes, padding_value), received {value!r}."
+        )
+    dtype, axes = np.dtype(value[0]), tuple(value[1])
+    for axis in axes:
+        if not (
+            axis is None
+            or axis in _AXIS_SYMBOLS
+            or (isinstance(axis, int) and axis >= 0)
+        ):
+            raise ValueError(
+                f"Axis {axis!r} of feature {name!r} is not one of "
+                f"{', '.join(_AXIS_SYMBOLS)}, a non-negative int or None."
+            )
+    padding = value[2] if len(value) == 3 else None
+    return _Spec(dtype, axes, padding)
+
+
+@declare_features(ranker_targets=("float32", ("P",)))
+def ranker_targets(example, structured):
+    """HT's learned-ranker targets: ROUGE-2 recall of each kept row.
+
+    An extra for `structured_examples`/`make_dataset` (Liu & Lapata, 2019,
+    §3): for every row the builder kept, the fraction of the summary's
+    bigrams it covers (rouge-score tokenizer, Porter stemming).
+
+    Args:
+        example: the `Example` (its `summary` is the reference).
+        structured: the builder's `Structured` (its `texts`, one per row).
+
+    Returns:
+        `{"ranker_targets": float32 [P]}` in [0, 1]; zeros when the example
+        has no summary.
+    """
+    return {
+        "ranker_targets": rouge2_recall_targets(
+            structured.texts, example.summary or ""
+        )
+    }
+
+
+def _family_specs(family, include_target, include_ids):
+    if family == "flat":
+        specs = {
+            "tokens": _Spec(np.dtype("int32"), ("N",)),
+            "token_mask": _Spec(np.dtype("bool"), ("N",)),
+        }
+    else:
+        specs = {
+            "tokens": _Spec(np.dtype("int32"), ("P", "T")),
+            "token_mask": _Spec(np.dtype("bool"), ("P", "T")),
+            "paragraph_mask": _Spec(np.dtype("bool"), ("P",)),
+            "document_ids": _Spec(np.dtype("int32"), ("P",)),
+        }
+    if family == "paragraphs":
+        specs["paragraph_index"] = _Spec(np.dtype("int32"), ("P",))
+        specs["rank_score"] = _Spec(np.dtype("float32"), ("P",))
+        specs["context_tokens"] = _Spec(np.dtype("int32"), ("C",))
+    if include_target:
+        specs["target"] = _Spec(np.dtype("int32"), ("S",))
+    if include_ids:
+        specs["example_id"] = _Spec(np.dtype(object), ())
+    return specs
+
+
+def _check_arguments(
+    family, max_units, max_tokens, family_options, max_target_length, extras
+):
+    """Validates the arguments; returns (builder, options, extras list)."""
+    if family not in FAMILIES:
+        raise ValueError(
+            f"Unknown family {family!r}; expected one of {', '.join(FAMILIES)}."
+        )
+    builder = structure.build_flat if family == "flat" else structure.BUILDERS[family]
+    options = dict(family_options or {})
+    parameters = inspect.signature(builder).parameters
+    fixed = ("example", "vocabulary", "max_units", "max_tokens")
+    allowed = [name for name in parameters if name not in fixed]
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ValueError(
+            f"Unknown family_options {unknown} for family {family!r}; "
+            f"{builder.__name__} accepts {allowed or 'none'}."
+        )
+    limits = [("max_tokens", max_tokens)]
+    if family != "flat":
+        limits.append(("max_units", max_units))
+    for name, value in limits:
+        if not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(
+                f"`{name}` must be a positive int for family {family!r}, "
+                f"received {value!r}."
+            )
+    if max_target_length is not None and (
+        not isinstance(max_target_length, (int, np.integer))
+        or max_target_length < 3
+    ):
+        raise ValueError(
+            "`max_target_length` must be None or an int >= 3 (BOS, a token, "
+            f"EOS), received {max_target_length!r}."
+        )
+    extras = list(extras or ())
+    for extra in extras:
+        if not callable(extra):
+            raise TypeError(
+                "Every extra must be a callable (example, structured) -> dict; "
+                f"received {extra!r}."
+            )
+    return builder, options, extras
+
+
+def _read(source, report, skip_invalid, unicode_errors):
+    """Yields the source's examples, counting invalid lines into `report`."""
+    if isinstance(source, (str, os.PathLike)):
+        read_report = reader_lib.ReadReport(max_errors=report.max_errors)
+        seen = 0
+
+        def sync():
+            nonlocal seen
+            while seen < read_report.skipped:
+                message = (
+                    read_report.errors[seen]
+                    if seen < len(read_report.errors)
+                    else "invalid line"
+                )
+                report.read += 1
+                report.count_skip("invalid_lines", message)
+                seen += 1
+
+        for example in reader_lib.read_examples(
+            source, skip_invalid, unicode_errors, read_report
+        ):
+            sync()
+            report.read += 1
+            yield example
+        sync()
+        return
+    for example in source:
+        if not isinstance(example, reader_lib.Example):
+            raise TypeError(
+                "`source` must be a path or an iterable of "
+                "keras_hsum.data.reader.Example; it yielded a "
+                f"{type(example).__name__}. Read files with `read_examples`."
+            )
+        report.read += 1
+        yield example
+
+
+def _structure_one(
+    example,
+    vocabulary,
+    family,
+    builder,
+    options,
+    max_units,
+    max_tokens,
+    max_target_length,
+    require_summary,
+    extras,
+):
+    """Structures one example; raises the builder's ValueErrors."""
+    if (require_summary or max_target_length) and not (
+        example.summary and example.summary.strip()
+    ):
+        raise structure.EmptySummaryError(
+            "The summary is empty; a training or evaluation example needs a "
+            "reference summary (pass require_summary=False and no "
+            "max_target_length to structure examples without one)."
+        )
+    if family == "flat":
+        structured = builder(example, vocabulary, max_tokens, **options)
+    else:
+        structured = builder(example, vocabulary, max_units, max_tokens, **options)
+    if max_target_length:
+        structured.features["target"] = structure.build_target(
+            example.summary, vocabulary, max_target_length, structured.report
+        )
+    outputs = []
+    for extra in extras:
+        values = extra(example, structured)
+        if not isinstance(values, dict):
+            raise TypeError(
+                f"Extra {_name(extra)} must return a dict of numpy arrays, "
+                f"returned a {type(values).__name__}."
+            )
+        outputs.append((extra, values))
+    return structured, outputs
+
+
+def _name(extra):
+    return getattr(extra, "__name__", repr(extra))
+
+
+def _merge_extras(structured, outputs):
+    """Merges extras' outputs into the features; name clashes are errors."""
+    features = structured.features
+    for extra, values in outputs:
+        for name, value in values.items():
+            if name in features:
+                raise TypeError(
+                    f"Extra {_name(extra)} returns feature {name!r}, which "
+                    "already exists (from the builder or another extra); "
+                    "rename it."
+                )
+            features[name] = np.asarray(value)
+    return features
+
+
+def _generate(
+    source,
+    vocabulary,
+    family,
+    max_units,
+    max_tokens,
+    max_target_length,
+    family_options,
+    extras,
+    report,
+    require_summary,
+    skip_invalid,
+    strict,
+    unicode_errors,
+    include_ids,
+):
+    """Yields `(example, structured, features, outputs)` per good example.
+
+    `outputs` are the extras' `(extra, dict)` results, already merged into
+    `features`.
+    """
+    builder, options, extras = _check_arguments(
+        family, max_units, max_tokens, family_options, max_target_length, extras
+    )
+    report.passes += 1
+    for example in _read(source, report, skip_invalid and not strict, unicode_errors):
+        try:
+            structured, outputs = _structure_one(
+                example,
+                vocabulary,
+                family,
+                builder,
+                options,
+                max_units,
+                max_tokens,
+                max_target_length,
+                require_summary,
+                extras,
+            )
+        except ValueError as error:
+            if strict:
+                raise
+            if isinstance(error, structure.EmptyInputError):
+                reason = "empty_input"
+            elif isinstance(error, structure.EmptySummaryError):
+                reason = "empty_summary"
+            else:
+                reason = "other_errors"
+            report.count_skip(reason, f"example {example.id!r}: {error}")
+            continue
+        features = _merge_extras(structured, outputs)
+        if include_ids:
+            features["example_id"] = np.asarray(example.id, dtype=object)
+        report.truncation.merge(structured.report)
+        report.yielded += 1
+        yield example, structured, features, outputs
+
+
+def structured_examples(
+    source,
+    vocabulary,
+    family,
+    max_units,
+    max_tokens,
+    max_target_length=None,
+    family_options=None,
+    extras=None,
+    report=None,
+    require_summary=True,
+    skip_invalid=True,
+    strict=False,
+    unicode_errors="strict",
+    include_ids=False,
+):
+    """Streams the features of each example, structured for one family.
+
+    Args:
+        source: a corpus path (a JSONL/text file or a folder of them, read
+            with `read_examples`) or an iterable of `Example`.
+        vocabulary: a `Vocabulary`.
+        family: `"paragraphs"`, `"sections"`, `"snippets"`, `"sentences"`
+            or `"flat"`.
+        max_units: P, the most rows (ignored for `"flat"`).
+        max_tokens: T, the most tokens per row (N, the most tokens, for
+            `"flat"`).
+        max_target_length: S; when given, adds `target` int32 [s] (BOS,
+            summary ids, EOS; s <= S).
+        family_options: keyword arguments of the family's builder, e.g.
+            `{"rank": "order", "pack": "section"}` for `"paragraphs"`.
+        extras: callables `(example, structured) -> dict of numpy arrays`
+            merged into the features (e.g. `ranker_targets`).
+        report: a `PipelineReport` that receives the counts.
+        require_summary: skip (and count) examples without a summary.
+        skip_invalid: skip (and count) invalid lines of a corpus file; when
+            False the reader raises `InvalidExampleError`.
+        strict: raise the first error of any kind instead of skipping.
+        unicode_errors: `"strict"` (lines with invalid UTF-8 are invalid)
+            or `"replace"` (keep them with U+FFFD).
+        include_ids: add `example_id`, the example's id (0-d object array).
+
+    Yields:
+        One dict of numpy arrays per good example, without batch axis:
+        `tokens` int32 [P,T], `token_mask` bool [P,T], `paragraph_mask`
+        bool [P], `document_ids` int32 [P] (`tokens`/`token_mask` [N] for
+        `"flat"`), the family's extras (see `keras_hsum.data.structure`),
+        `target` int32 [s] and the extras' arrays.
+
+    Raises:
+        ValueError: for an unknown family, bad limits or family options
+            (before the first example is read).
+    """
+    report = report if report is not None else PipelineReport()
+    for _, _, features, _ in _generate(
+        source,
+        vocabulary,
+        family,
+        max_units,
+        max_tokens,
+        max_target_length,
+        family_options,
+        extras,
+        report,
+        require_summary,
+        skip_invalid,
+        strict,
+        unicode_errors,
+        include_ids,
+    ):
+        yield features
+
+
+def _infer_extra_specs(extras, first):
+    """Specs of undeclared extras from their outputs on the first example."""
+    if first is None:
+        raise ValueError(
+            "Cannot infer the signature of undeclared extras: the source "
+            "holds no example that structures. Check the source (see the "
+            "PipelineReport) or declare the extras with @declare_features."
+        )
+    structured, outputs = first
+    rows = None
+    if "paragraph_mask" in structured.features:
+        rows = structured.features["paragraph_mask"].shape[0]
+    specs = {}
+    for extra, values in outputs:
+        if hasattr(extra, "feature_spec"):
+            continue
+        for name, value in values.items():
+            value = np.asarray(value)
+            axes = tuple("P" if size == rows else None for size in value.shape)
+            specs[name] = _Spec(value.dtype, axes)
+    return specs
+
+
+def _first_structured(generate_kwargs):
+    kwargs = dict(generate_kwargs, report=PipelineReport(), strict=False)
+    kwargs["include_ids"] = False
+    for _, structured, _, outputs in _generate(**kwargs):
+        return structured, outputs
+    return None
+
+
+def _example_shape(spec, max_tokens):
+    """Per-example shape: T and fixed axes known, the others None."""
+    shape = []
+    for axis in spec.axes:
+        if axis == "T":
+            shape.append(max_tokens)
+        elif isinstance(axis, int):
+            shape.append(axis)
+        else:
+            shape.append(None)
+    return shape
+
+
+def _padded_shape(name, spec, sizes, pad_to_max):
+    shape = []
+    for axis in spec.axes:
+        if isinstance(axis, int):
+            shape.append(axis)
+        elif axis == "T":
+            shape.append(sizes["T"])
+        elif pad_to_max:
+            size = sizes.get(axis)
+            if size is None:
+                raise ValueError(
+                    f"pad_to_max=True needs the size of every axis, but axis "
+                    f"{axis!r} of feature {name!r} has none"
+                    + (
+                        " (give max_units)"
+                        if axis == "P"
+                        else " (give max_target_length)"
+                        if axis == "S"
+                        else "; declare its size with @declare_features"
+                    )
+                    + "."
+                )
+            shape.append(size)
+        else:
+            shape.append(None)
+    return tf.TensorShape(shape)
+
+
+def _padding_value(name, spec, pad_id):
+    if spec.padding is not None:
+        value = spec.padding
+    elif name in _TOKEN_FEATURES:
+        value = pad_id
+    elif spec.dtype == np.dtype(object):
+        value = b""
+    elif spec.dtype == np.dtype(bool):
+        value = False
+    else:
+        value = 0
+    return tf.constant(value, dtype=tf.as_dtype(spec.dtype))
+
+
+def _conform(features, specs, max_tokens, rows):
+    """Checks and casts one example's arrays against the signature."""
+    if set(features) != set(specs):
+        raise TypeError(
+            f"Expected the features {sorted(specs)}, the example has "
+            f"{sorted(features)}; an extra returned other names than it "
+            "declared (or than it returned on the first example)."
+        )
+    out = {}
+    for name, spec in specs.items():
+        value = np.asarray(features[name])
+        if value.ndim != len(spec.axes):
+            raise TypeError(
+                f"Feature {name!r} has shape {value.shape}; expected rank "
+                f"{len(spec.axes)} (axes {spec.axes})."
+            )
+        for size, axis in zip(value.shape, spec.axes):
+            expected = (
+                rows if axis == "P" else max_tokens if axis == "T" else axis
+            )
+            if isinstance(expected, (int, np.integer)) and size != expected:
+                raise TypeError(
+                    f"Feature {name!r} has shape {value.shape}; axis "
+                    f"{axis!r} should have size {expected}. Fix the extra "
+                    "that returns it or its declared axes."
+                )
+        if spec.dtype != np.dtype(object) and value.dtype != spec.dtype:
+            value = value.astype(spec.dtype)
+        out[name] = value
+    return out
+
+
+def make_dataset(
+    source,
+    vocabulary,
+    family,
+    *,
+    batch_size,
+    max_units=None,
+    max_tokens,
+    max_target_length=None,
+    family_options=None,
+    extras=None,
+    shuffle_buffer=0,
+    seed=0,
+    bucket_boundaries=None,
+    pad_to_max=False,
+    repeat=False,
+    drop_remainder=False,
+    report=None,
+    require_summary=True,
+    skip_invalid=True,
+    strict=False,
+    unicode_errors="strict",
+    include_ids=False,
+    cache=None,
+    max_examples=None,
+):
+    """A `tf.data.Dataset` of padded batches for one model family.
+
+    Pipeline: read → structure (+ target, + extras) in a Python generator
+    (`tf.data.Dataset.from_generator` with an explicit signature) → take
+    (optional) → cache
+    (optional) → shuffle (optional) → repeat (optional) → padded or
+    length-bucketed batches → prefetch (AUTOTUNE). The same seed gives the
+    same batches in the same order; each repetition is reshuffled, also
+    deterministically.
+
+    Args:
+        source: a corpus path (file or folder) or a re-iterable collection
+            of `Example` (a list; not a one-shot iterator, since every epoch
+            reads the source again).
+        vocabulary: a `Vocabulary`.
+        family: `"paragraphs"`, `"sections"`, `"snippets"`, `"sentences"`
+            or `"flat"`.
+        batch_size: B.
+        max_units: P, the most rows per example (not used by `"flat"`).
+        max_tokens: T, tokens per row (N, the most tokens, for `"flat"`).
+        max_target_length: S; when given, batches carry `target` [B,S].
+        family_options: keyword arguments of the family's builder.
+        extras: callables `(example, structured) -> dict of numpy arrays`
+            (e.g. `ranker_targets`); see the module docstring for their
+            signature.
+        shuffle_buffer: examples in the shuffle buffer (0: no shuffling).
+        seed: the shuffle seed.
+        bucket_boundaries: increasing ints; examples are batched with others
+            whose P (N for `"flat"`) falls between the same boundaries
+            (bucket i holds boundaries[i-1] <= P < boundaries[i]).
+        pad_to_max: pad every batch to the maxima (static shapes); excludes
+            `bucket_boundaries`.
+        repeat: repeat the (reshuffled) source forever.
+        drop_remainder: drop a last batch (per bucket) smaller than B.
+        report: a `PipelineReport` that receives the counts.
+        require_summary, skip_invalid, strict, unicode_errors, include_ids:
+            as in `structured_examples` (`example_id` is tf.string [B]).
+        cache: None (no cache), `True` (cache structured examples in
+            memory) or a file path prefix; later epochs then skip reading
+            and structuring.
+        max_examples: use only the first this many good examples of the
+            source (None: all of them).
+
+    Returns:
+        A dataset of dicts: `tokens` int32 [B,P,T], `token_mask` bool
+        [B,P,T], `paragraph_mask` bool [B,P], `document_ids` int32 [B,P],
+        the family's extras ([B,P] / `context_tokens` [B,C]), `target`
+        int32 [B,S], the extras' arrays with a batch axis; for `"flat"`
+        `tokens` int32 [B,N] and `token_mask` bool [B,N].
+
+    Raises:
+        ValueError: for an unknown family, bad limits or options, or
+            pad_to_max with an axis of unknown size.
+        TypeError: for a one-shot iterator as source.
+    """
+    if not isinstance(source, (str, os.PathLike)):
+        if iter(source) is source:
+            raise TypeError(
+                "make_dataset reads its source once per epoch, so `source` "
+                "must be a path or a re-iterable collection of Example; "
+                "received a one-shot iterator "
+                f"({type(source).__name__}). Wrap it in list(...)."
+            )
+    if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"`batch_size` must be a positive int, received {batch_size!r}.")
+    if max_examples is not None and (
+        not isinstance(max_examples, (int, np.integer)) or max_examples < 1
+    ):
+        raise ValueError(
+            f"`max_examples` must be None or a positive int, received {max_examples!r}."
+        )
+    if pad_to_max and bucket_boundaries:
+        raise ValueError(
+            "pad_to_max=True pads every batch to the maxima, which makes "
+            "bucket_boundaries pointless; pass one or the other."
+        )
+    if bucket_boundaries:
+        boundaries = [int(b) for b in bucket_boundaries]
+        if any(b < 1 for b in boundaries) or any(
+            a >= b for a, b in zip(boundaries, boundaries[1:])
+        ):
+            raise ValueError(
+                "`bucket_boundaries` must be strictly increasing positive "
+                f"ints, received {list(bucket_boundaries)!r}."
+            )
+    report = report if report is not None else PipelineReport()
+    builder, options, extras = _check_arguments(
+        family, max_units, max_tokens, family_options, max_target_length, extras
+    )
+    generate_kwargs = dict(
+        source=source,
+        vocabulary=vocabulary,
+        family=family,
+        max_units=max_units,
+        max_tokens=max_tokens,
+        max_target_length=max_target_length,
+        family_options=family_options,
+        extras=extras,
+        require_summary=require_summary,
+        skip_invalid=skip_invalid,
+        unicode_errors=unicode_errors,
+        include_ids=include_ids,
+    )
+
+    specs = _family_specs(family, bool(max_target_length), include_ids)
+    for extra in extras:
+        for name, spec in getattr(extra, "feature_spec", {}).items():
+            specs[name] = spec
+    if any(not hasattr(extra, "feature_spec") for extra in extras):
+        specs.update(_infer_extra_specs(extras, _first_structured(generate_kwargs)))
+
+    parameters = inspect.signature(builder).parameters
+    context_length = options.get(
+        "context_length",
+        parameters["context_length"].default
+        if "context_length" in parameters
+        else None,
+    )
+    sizes = {
+        "P": max_units,
+        "T": max_tokens,
+        "S": max_target_length,
+        "C": context_length,
+        "N": max_tokens,
+    }
+    output_signature = {
+        name: tf.TensorSpec(
+            _example_shape(spec, max_tokens), tf.as_dtype(spec.dtype), name=name
+        )
+        for name, spec in specs.items()
+    }
+    padded_shapes = {
+        name: _padded_shape(name, spec, sizes, pad_to_max)
+        for name, spec in specs.items()
+    }
+    padding_values = {
+        name: _padding_value(name, spec, vocabulary.pad_id)
+        for name, spec in specs.items()
+    }
+
+    def generator():
+        for _, structured, features, _ in _generate(
+            report=report, strict=strict, **generate_kwargs
+        ):
+            rows = (
+                structured.features["paragraph_mask"].shape[0]
+                if "paragraph_mask" in structured.features
+                else None
+            )
+            yield _conform(features, specs, max_tokens, rows)
+
+    dataset = tf.data.Dataset.from_generator(
+        generator, output_signature=output_signature
+    )
+    if max_examples is not None:
+        dataset = dataset.take(max_examples)
+    if cache:
+        dataset = dataset.cache("" if cache is True else os.fspath(cache))
+    if shuffle_buffer:
+        dataset = dataset.shuffle(
+            shuffle_buffer, seed=seed, reshuffle_each_iteration=True
+        )
+    if repeat:
+        dataset = dataset.repeat()
+    if bucket_boundaries:
+        length_feature = "tokens" if family == "flat" else "paragraph_mask"
+        dataset = dataset.bucket_by_sequence_length(
+            element_length_func=lambda x: tf.shape(x[length_feature])[0],
+            bucket_boundaries=boundaries,
+            bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
+            padded_shapes=padded_shapes,
+            padding_values=padding_values,
+            drop_remainder=drop_remainder,
+        )
+    else:
+        dataset = dataset.padded_batch(
+            batch_size,
+            padded_shapes=padded_shapes,
+            padding_values=padding_values,
+            drop_remainder=drop_remainder,
+        )
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def training_pairs(dataset, pad_id=0):
+    """Splits `target` for teacher forcing: `(inputs, labels, weights)`.
+
+    Args:
+        dataset: batches from `make_dataset` with `target` [B,S].
+        pad_id: the vocabulary's pad id.
+
+    Returns:
+        A dataset of `(inputs, labels, sample_weight)` for `model.fit`:
+        `inputs` are the batch's features without `target`, plus
+        `decoder_tokens` int32 [B,S-1] (= target[:, :-1], BOS first) and
+        `target_mask` bool [B,S-1] (True where a label is a real token);
+        `labels` int32 [B,S-1] (= target[:, 1:], EOS last);
+        `sample_weight` float32 [B,S-1] (the mask as 0/1).
+
+    Raises:
+        ValueError: when the batches have no `target` (give
+            `max_target_length` to `make_dataset`).
+    """
+    if "target" not in dataset.element_spec:
+        raise ValueError(
+            "training_pairs needs batches with `target`; received features "
+            f"{sorted(dataset.element_spec)}. Pass max_target_length to "
+            "make_dataset."
+        )
+
+    def split(features):
+        features = dict(features)
+        target = features.pop("target")
+        labels = target[:, 1:]
+        target_mask = tf.not_equal(labels, pad_id)
+        features["decoder_tokens"] = target[:, :-1]
+        features["target_mask"] = target_mask
+        return features, labels, tf.cast(target_mask, tf.float32)
+
+    return dataset.map(split, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)

@@ -1,0 +1,361 @@
+"""Cohan et al.'s discourse-aware attention (2018, §3, Eq. 2, 4-6 and coverage)."""
+
+import keras
+from keras import ops
+
+from keras_hsum.layers.input_checks import check_dims
+from keras_hsum.layers.input_checks import check_rank
+from keras_hsum.layers.masking import as_bool_mask
+from keras_hsum.layers.masking import large_negative
+from keras_hsum.layers.masking import masked_softmax
+from keras_hsum.layers.masking import merge_masks
+
+SECTION_WEIGHTINGS = ("scores", "probabilities")
+
+
+@keras.saving.register_keras_serializable(package="keras_hsum")
+class DiscourseAttention(keras.layers.Layer):
+    """Additive attention over the words of a document's discourse sections.
+
+    Cohan et al. (2018) attend to sections and to words at every decoder
+    step. With s the decoder state, h_j the state of section j and h_(j,i)
+    the state of word i of section j, all scores are additive (Bahdanau,
+    their Eq. 2):
+
+    - section weights (Eq. 6): beta_j = softmax over valid sections j of
+      v_s . tanh(W_s' s + b' + W_h' h_j);
+    - word scores: e_(j,i) = v . tanh(W_s s + b + W_h h_(j,i) [+ w_c cov_(j,i)]),
+      where the optional coverage cov_(j,i) (the sum of the word weights of
+      all previous steps, See et al., 2017) enters through a learned
+      vector w_c;
+    - word weights (Eq. 5): one softmax over every valid word (j,i) of every
+      section, of the word scores weighted by their section's beta:
+      `section_weighting="scores"` (default) transcribes Eq. 5 as printed
+      and as the authors' released code computes it,
+      alpha_(j,i) = softmax_(j,i)(beta_j * e_(j,i));
+      `section_weighting="probabilities"` is the hierarchical product
+      alpha_(j,i) = beta_j exp(e_(j,i)) / sum_(j',i') beta_j' exp(e_(j',i')),
+      computed in log space as softmax_(j,i)(log beta_j + e_(j,i));
+    - context (Eq. 4): c = sum_(j,i) alpha_(j,i) h_(j,i).
+
+    Padded words (`token_mask`) and the words of padded sections
+    (`section_mask`) get weight exactly 0; a fully padded section gets
+    beta = 0, and a document with no valid word gets all-zero weights and a
+    zero context (no NaN, forward or backward). Masked scores use a large
+    finite negative, never inf.
+
+    The paper scores with the previous decoder state h_(t-1); the authors'
+    code (after See et al.) uses the state after the current step. The layer
+    attends with whichever `decoder_state` it is given.
+
+    Args:
+        attention_dim: A, the width of the additive-attention features
+            (v, W_h h, W_s s); See et al. and Cohan et al. use the encoder
+            state width.
+        use_coverage: create the coverage weight w_c so that `coverage` can
+            be passed. A call without `coverage` then means zero coverage
+            (the first step; also the paper's training without coverage
+            before it is switched on for the last epochs).
+        section_weighting: `"scores"` or `"probabilities"`, see above.
+        kernel_initializer: initializer of every projection matrix and of
+            v, v_s and w_c.
+        bias_initializer: initializer of the biases b and b'.
+        **kwargs: base `Layer` arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        decoder_state: float [B, Dd] for one decoder step, or [B, S, Dd] for
+            S steps at once (teacher forcing without coverage; this
+            materialises [B, S, P, T, A] features, so call step by step for
+            long targets).
+        word_states: float [B, P, T, Dw], encoder state of every word.
+        section_states: float [B, P, Ds], encoder state of every section.
+        token_mask: optional bool/0-1 [B, P, T], True for real words.
+        section_mask: optional bool/0-1 [B, P], True for real sections.
+        coverage: optional float [B, P, T], sum of the alphas of the previous
+            steps; only with `use_coverage=True` and a rank-2
+            `decoder_state` (coverage makes steps sequential).
+
+    Returns:
+        A tuple `(context, alpha, beta)`: context float [B, Dw], word weights
+        alpha float [B, P, T] (summing to 1 over valid words), section
+        weights beta float [B, P]; with a rank-3 `decoder_state`
+        [B, S, Dw], [B, S, P, T] and [B, S, P].
+
+    Example:
+    >>> layer = DiscourseAttention(attention_dim=8)
+    >>> context, alpha, beta = layer(
+    ...     decoder_state=np.ones((2, 6), "float32"),
+    ...     word_states=np.ones((2, 3, 4, 5), "float32"),
+    ...     section_states=np.ones((2, 3, 7), "float32"),
+    ...     token_mask=np.ones((2, 3, 4), "bool"),
+    ...     section_mask=np.array([[1, 1, 0], [1, 0, 0]], "bool"),
+    ... )
+    >>> tuple(context.shape), tuple(alpha.shape), tuple(beta.shape)
+    ((2, 5), (2, 3, 4), (2, 3))
+
+    References:
+        Cohan et al. (2018), A Discourse-Aware Attention Model for
+        Abstractive Summarization of Long Documents, NAACL.
+        See et al. (2017), Get To The Point: Summarization with
+        Pointer-Generator Networks, ACL (coverage).
+        Bahdanau et al. (2015), Neural Machine Translation by Jointly
+        Learning to Align and Translate, ICLR (additive attention).
+    """
+
+    def __init__(
+        self,
+        attention_dim,
+        use_coverage=False,
+        section_weighting="scores",
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if section_weighting not in SECTION_WEIGHTINGS:
+            raise ValueError(
+                "DiscourseAttention: `section_weighting` must be one of "
+                f"{SECTION_WEIGHTINGS}, received {section_weighting!r}."
+            )
+        self.attention_dim = attention_dim
+        self.use_coverage = use_coverage
+        self.section_weighting = section_weighting
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+
+        def dense(units, use_bias, name):
+            return keras.layers.Dense(
+                units,
+                use_bias=use_bias,
+                kernel_initializer=self._clone(self.kernel_initializer),
+                bias_initializer=self._clone(self.bias_initializer),
+                dtype=self.dtype_policy,
+                name=name,
+            )
+
+        # Section attention (Eq. 6): v_s . tanh(W_s' s + b' + W_h' h_j).
+        self.section_query_dense = dense(attention_dim, True, "section_query_dense")
+        self.section_key_dense = dense(attention_dim, False, "section_key_dense")
+        self.section_score_dense = dense(1, False, "section_score_dense")
+        # Word attention (Eq. 2, 5): v . tanh(W_s s + b + W_h h_(j,i) + w_c cov).
+        self.word_query_dense = dense(attention_dim, True, "word_query_dense")
+        self.word_key_dense = dense(attention_dim, False, "word_key_dense")
+        self.word_score_dense = dense(1, False, "word_score_dense")
+        self.coverage_dense = (
+            dense(attention_dim, False, "coverage_dense") if use_coverage else None
+        )
+
+    @staticmethod
+    def _clone(initializer):
+        return initializer.__class__.from_config(initializer.get_config())
+
+    def _check_shapes(
+        self,
+        decoder_state_shape,
+        word_states_shape,
+        section_states_shape,
+        token_mask_shape=None,
+        section_mask_shape=None,
+        coverage_shape=None,
+    ):
+        decoder_state_shape = tuple(decoder_state_shape)
+        if len(decoder_state_shape) not in (2, 3):
+            raise ValueError(
+                f"{self.name}: `decoder_state` must have rank 2 with shape "
+                "[B,Dd] (one step) or rank 3 with shape [B,S,Dd] (all steps), "
+                f"received shape {decoder_state_shape}."
+            )
+        batch, paragraphs, tokens, _ = check_rank(
+            self.name, "word_states", word_states_shape, 4, "[B,P,T,Dw]"
+        )
+        check_rank(self.name, "section_states", section_states_shape, 3, "[B,P,Ds]")
+        check_dims(
+            self.name,
+            "section_states",
+            section_states_shape,
+            (batch, paragraphs, None),
+            "[B,P,Ds]",
+        )
+        check_dims(
+            self.name,
+            "decoder_state",
+            decoder_state_shape,
+            (batch,) + (None,) * (len(decoder_state_shape) - 1),
+            "[B,Dd] or [B,S,Dd]",
+        )
+        if token_mask_shape is not None:
+            check_rank(self.name, "token_mask", token_mask_shape, 3, "[B,P,T]")
+            check_dims(
+                self.name, "token_mask", token_mask_shape, (batch, paragraphs, tokens), "[B,P,T]"
+            )
+        if section_mask_shape is not None:
+            check_rank(self.name, "section_mask", section_mask_shape, 2, "[B,P]")
+            check_dims(
+                self.name, "section_mask", section_mask_shape, (batch, paragraphs), "[B,P]"
+            )
+        if coverage_shape is not None:
+            if not self.use_coverage:
+                raise ValueError(
+                    f"{self.name}: received `coverage` with shape "
+                    f"{tuple(coverage_shape)} but the layer was created with "
+                    "`use_coverage=False`; create it with `use_coverage=True`."
+                )
+            if len(decoder_state_shape) != 2:
+                raise ValueError(
+                    f"{self.name}: `coverage` needs a rank-2 `decoder_state` "
+                    "[B,Dd] (coverage depends on the previous steps' weights, so "
+                    "steps run one at a time), received `decoder_state` shape "
+                    f"{decoder_state_shape}."
+                )
+            check_rank(self.name, "coverage", coverage_shape, 3, "[B,P,T]")
+            check_dims(
+                self.name, "coverage", coverage_shape, (batch, paragraphs, tokens), "[B,P,T]"
+            )
+
+    def build(
+        self,
+        decoder_state_shape,
+        word_states_shape,
+        section_states_shape,
+        token_mask_shape=None,
+        section_mask_shape=None,
+        coverage_shape=None,
+    ):
+        self._check_shapes(
+            decoder_state_shape,
+            word_states_shape,
+            section_states_shape,
+            token_mask_shape,
+            section_mask_shape,
+            coverage_shape,
+        )
+        features_shape = tuple(word_states_shape[:3]) + (self.attention_dim,)
+        self.section_query_dense.build(decoder_state_shape)
+        self.section_key_dense.build(section_states_shape)
+        self.section_score_dense.build(tuple(section_states_shape[:2]) + (self.attention_dim,))
+        self.word_query_dense.build(decoder_state_shape)
+        self.word_key_dense.build(word_states_shape)
+        self.word_score_dense.build(features_shape)
+        if self.coverage_dense is not None:
+            self.coverage_dense.build(tuple(word_states_shape[:3]) + (1,))
+        self.built = True
+
+    def call(
+        self,
+        decoder_state,
+        word_states,
+        section_states,
+        token_mask=None,
+        section_mask=None,
+        coverage=None,
+    ):
+        self._check_shapes(
+            decoder_state.shape,
+            word_states.shape,
+            section_states.shape,
+            None if token_mask is None else token_mask.shape,
+            None if section_mask is None else section_mask.shape,
+            None if coverage is None else coverage.shape,
+        )
+        one_step = len(decoder_state.shape) == 2
+        if one_step:
+            decoder_state = decoder_state[:, None, :]  # [B,S=1,Dd]
+        shape = ops.shape(word_states)
+        batch, paragraphs, tokens = shape[0], shape[1], shape[2]
+        steps = ops.shape(decoder_state)[1]
+
+        # Section weights beta [B,S,P] (Eq. 6).
+        section_features = ops.tanh(
+            self.section_query_dense(decoder_state)[:, :, None, :]
+            + self.section_key_dense(section_states)[:, None, :, :]
+        )
+        section_scores = ops.squeeze(self.section_score_dense(section_features), -1)
+        section_mask = as_bool_mask(section_mask)
+        step_section_mask = None if section_mask is None else section_mask[:, None, :]
+        beta = masked_softmax(section_scores, step_section_mask, axis=-1)
+
+        # Word scores e [B,S,P,T] (Eq. 2, with coverage).
+        word_features = (
+            self.word_query_dense(decoder_state)[:, :, None, None, :]
+            + self.word_key_dense(word_states)[:, None, :, :, :]
+        )
+        if coverage is not None:
+            coverage_features = self.coverage_dense(
+                ops.cast(coverage, self.compute_dtype)[..., None]
+            )
+            word_features = word_features + coverage_features[:, None, :, :, :]
+        word_scores = ops.squeeze(self.word_score_dense(ops.tanh(word_features)), -1)
+
+        # Word weights alpha [B,S,P,T]: one softmax over all words (Eq. 5).
+        if self.section_weighting == "scores":
+            logits = beta[..., None] * word_scores
+        else:
+            log_beta = section_scores
+            if step_section_mask is not None:
+                log_beta = ops.where(
+                    step_section_mask,
+                    section_scores,
+                    ops.cast(large_negative(section_scores.dtype), section_scores.dtype),
+                )
+            log_beta = log_beta - ops.logsumexp(log_beta, axis=-1, keepdims=True)
+            logits = log_beta[..., None] + word_scores
+        word_mask = merge_masks(
+            token_mask, None if section_mask is None else section_mask[:, :, None]
+        )
+        flat_logits = ops.reshape(logits, (batch, steps, paragraphs * tokens))
+        flat_mask = (
+            None
+            if word_mask is None
+            else ops.reshape(
+                ops.broadcast_to(word_mask, (batch, paragraphs, tokens)),
+                (batch, 1, paragraphs * tokens),
+            )
+        )
+        alpha = ops.reshape(
+            masked_softmax(flat_logits, flat_mask, axis=-1),
+            (batch, steps, paragraphs, tokens),
+        )
+
+        # Context (Eq. 4).
+        context = ops.einsum("bspt,bptd->bsd", alpha, word_states)
+        if one_step:
+            return context[:, 0], alpha[:, 0], beta[:, 0]
+        return context, alpha, beta
+
+    def compute_output_shape(
+        self,
+        decoder_state_shape,
+        word_states_shape,
+        section_states_shape,
+        token_mask_shape=None,
+        section_mask_shape=None,
+        coverage_shape=None,
+    ):
+        self._check_shapes(
+            decoder_state_shape,
+            word_states_shape,
+            section_states_shape,
+            token_mask_shape,
+            section_mask_shape,
+            coverage_shape,
+        )
+        batch, paragraphs, tokens, width = tuple(word_states_shape)
+        leading = tuple(decoder_state_shape[:-1])  # (B,) or (B, S)
+        return (
+            leading + (width,),
+            leading + (paragraphs, tokens),
+            leading + (paragraphs,),
+        )
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "attention_dim": self.attention_dim,
+                "use_coverage": self.use_coverage,
+                "section_weighting": self.section_weighting,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            }
+        )
+        return config
