@@ -1,0 +1,348 @@
+"""PHT's parallel word- and paragraph-level cross attention (Ma & Zong, §3.2)."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_hsum.layers.input_checks import check_dims
+from keras_hsum.layers.input_checks import check_rank
+from keras_hsum.layers.masking import as_bool_mask
+from keras_hsum.layers.masking import masked_softmax
+from keras_hsum.layers.masking import merge_masks
+
+
+@keras.saving.register_keras_serializable(package="keras_hsum")
+class ParallelCrossAttention(keras.layers.Layer):
+    """Parallel paragraph- and word-level cross attention with attention fusion.
+
+    Part II of the PHT decoder layer. With X the decoder states (queries),
+    Φ the paragraph embeddings and C_p the context-aware word embeddings of
+    paragraph p, Ma & Zong compute two cross attentions in parallel:
+
+    - paragraph level (Eq. 7): X_para, A_para = MultiHead(X, Φ, Φ), where
+      A_para [S,P] is the attention over paragraphs averaged over the heads;
+    - word level (Eq. 8): X_word_p = MultiHead(X, C_p, C_p) for every
+      paragraph p, each attending over the tokens of paragraph p only;
+
+    and fuse them (Eqs. 9-10): X_int = Σ_p A_para[:, p] · X_word_p and
+    output = LayerNorm(X + X_para + X_int).
+
+    MultiHead is the Transformer's multi-head attention: per-head query,
+    key and value projections, softmax(q·kᵀ / sqrt(Dh)) over the keys, the
+    heads' contexts concatenated and projected by an output matrix. Query,
+    value and output projections have biases; key projections have none (a
+    key bias adds the same amount to every score of a query, so the softmax
+    ignores it and it could never be trained). The paragraph and word attentions have their own
+    weights. The word attention runs batched over all P paragraphs at once;
+    because the output projection is linear it is applied once to the
+    A_para-weighted sum of the per-paragraph head contexts, with its bias
+    scaled by Σ_p A_para[:, p] -- exactly Σ_p A_para[:, p] · X_word_p.
+
+    Padded tokens (`token_mask`) and padded paragraphs (`paragraph_mask`, which
+    also masks every token of the paragraph) get zero attention; a fully
+    padded paragraph contributes nothing and produces no NaN, forward or
+    backward. The paragraph attention is computed in float32 and returned in
+    float32 under every dtype policy (decoding score terms consume it).
+
+    Args:
+        hidden_dim: D, the width of the queries and of the output.
+        num_heads: H; D must be divisible by H (Dh = D / H).
+        dropout: dropout rate on the attention weights of both attentions and
+            on X_para + X_int before the residual. Defaults to 0.
+        layer_norm_epsilon: epsilon of the final LayerNorm.
+        kernel_initializer: initializer of the projection matrices.
+        bias_initializer: initializer of the projection biases.
+
+    Call arguments:
+        query: float [B, S, D], the decoder states X (output of part I).
+        word_memory: float [B, P, T, Dc], context-aware word embeddings C.
+        paragraph_memory: float [B, P, Dp], paragraph embeddings Φ.
+        token_mask: optional bool/int [B, P, T], True/1 for real tokens.
+        paragraph_mask: optional bool/int [B, P], True/1 for real paragraphs.
+        training: bool, whether dropout is active.
+
+    Returns:
+        A tuple `(outputs, paragraph_attention)`:
+        outputs float [B, S, D], LayerNorm(X + X_para + X_int);
+        paragraph_attention float32 [B, S, P], the head-averaged paragraph
+        attention A_para (rows sum to 1, or to 0 when every paragraph is
+        padded).
+
+    Example:
+    >>> layer = ParallelCrossAttention(hidden_dim=8, num_heads=2)
+    >>> outputs, attention = layer(
+    ...     np.ones((2, 4, 8)), np.ones((2, 3, 5, 8)), np.ones((2, 3, 8)),
+    ...     token_mask=np.ones((2, 3, 5), "int32"),
+    ...     paragraph_mask=np.ones((2, 3), "int32"))
+    >>> tuple(outputs.shape), tuple(attention.shape)
+    ((2, 4, 8), (2, 4, 3))
+
+    References:
+        Ma & Zong, Parallel Hierarchical Transformer with Attention Alignment
+        for Abstractive Multi-Document Summarization, §3.2, Eqs. 7-10.
+    """
+
+    def __init__(
+        self,
+        hidden_dim,
+        num_heads,
+        dropout=0.0,
+        layer_norm_epsilon=1e-5,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if hidden_dim % num_heads:
+            raise ValueError(
+                f"{self.name}: `hidden_dim` must be divisible by `num_heads`, "
+                f"received hidden_dim={hidden_dim}, num_heads={num_heads}."
+            )
+        self.hidden_dim = hidden_dim
+        self.num_heads = num_heads
+        self.dropout = dropout
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.head_dim = hidden_dim // num_heads
+
+        heads = (num_heads, self.head_dim)
+
+        def projection(name, equation, output_shape, bias_axes):
+            return keras.layers.EinsumDense(
+                equation,
+                output_shape=output_shape,
+                bias_axes=bias_axes,
+                kernel_initializer=self._clone(self.kernel_initializer),
+                bias_initializer=self._clone(self.bias_initializer),
+                dtype=self.dtype_policy,
+                name=name,
+            )
+
+        # Paragraph-level MultiHead(X, Φ, Φ).
+        self.paragraph_query_dense = projection(
+            "paragraph_query", "bsd,dhk->bshk", (None,) + heads, "hk"
+        )
+        self.paragraph_key_dense = projection(
+            "paragraph_key", "bpd,dhk->bphk", (None,) + heads, None
+        )
+        self.paragraph_value_dense = projection(
+            "paragraph_value", "bpd,dhk->bphk", (None,) + heads, "hk"
+        )
+        self.paragraph_output_dense = projection(
+            "paragraph_output", "bshk,hkd->bsd", (None, hidden_dim), "d"
+        )
+        # Word-level MultiHead(X, C_p, C_p), all paragraphs at once.
+        self.word_query_dense = projection(
+            "word_query", "bsd,dhk->bshk", (None,) + heads, "hk"
+        )
+        self.word_key_dense = projection(
+            "word_key", "bptd,dhk->bpthk", (None, None) + heads, None
+        )
+        self.word_value_dense = projection(
+            "word_value", "bptd,dhk->bpthk", (None, None) + heads, "hk"
+        )
+        # The word output projection's bias is applied separately, scaled by
+        # Σ_p A_para (see the class docstring).
+        self.word_output_dense = projection(
+            "word_output", "bshk,hkd->bsd", (None, hidden_dim), None
+        )
+        self.attention_dropout = keras.layers.Dropout(
+            dropout, dtype=self.dtype_policy, name="attention_dropout"
+        )
+        self.output_dropout = keras.layers.Dropout(
+            dropout, dtype=self.dtype_policy, name="output_dropout"
+        )
+        self.output_layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_epsilon,
+            dtype=self.dtype_policy,
+            name="output_layer_norm",
+        )
+
+    @staticmethod
+    def _clone(initializer):
+        """A fresh initializer with the same config (no shared RNG state)."""
+        return initializer.__class__.from_config(initializer.get_config())
+
+    def _check_shapes(
+        self,
+        query_shape,
+        word_memory_shape,
+        paragraph_memory_shape,
+        token_mask_shape=None,
+        paragraph_mask_shape=None,
+    ):
+        name = self.name
+        query_shape = check_rank(name, "query", query_shape, 3, "[B,S,D]")
+        check_dims(
+            name, "query", query_shape, (None, None, self.hidden_dim), "[B,S,D]"
+        )
+        batch = query_shape[0]
+        word_shape = check_rank(
+            name, "word_memory", word_memory_shape, 4, "[B,P,T,D]"
+        )
+        check_dims(
+            name, "word_memory", word_shape, (batch, None, None, None), "[B,P,T,D]"
+        )
+        batch = batch if batch is not None else word_shape[0]
+        paragraphs, tokens = word_shape[1], word_shape[2]
+        paragraph_shape = check_rank(
+            name, "paragraph_memory", paragraph_memory_shape, 3, "[B,P,D]"
+        )
+        check_dims(
+            name,
+            "paragraph_memory",
+            paragraph_shape,
+            (batch, paragraphs, None),
+            "[B,P,D] (P as in `word_memory`)",
+        )
+        if token_mask_shape is not None:
+            check_rank(name, "token_mask", token_mask_shape, 3, "[B,P,T]")
+            check_dims(
+                name,
+                "token_mask",
+                token_mask_shape,
+                (batch, paragraphs, tokens),
+                "[B,P,T] (as `word_memory`)",
+            )
+        if paragraph_mask_shape is not None:
+            check_rank(name, "paragraph_mask", paragraph_mask_shape, 2, "[B,P]")
+            check_dims(
+                name,
+                "paragraph_mask",
+                paragraph_mask_shape,
+                (batch, paragraphs),
+                "[B,P] (as `paragraph_memory`)",
+            )
+        return query_shape, word_shape, paragraph_shape
+
+    def build(
+        self,
+        query_shape,
+        word_memory_shape,
+        paragraph_memory_shape,
+        token_mask_shape=None,
+        paragraph_mask_shape=None,
+    ):
+        query_shape, word_shape, paragraph_shape = self._check_shapes(
+            query_shape,
+            word_memory_shape,
+            paragraph_memory_shape,
+            token_mask_shape,
+            paragraph_mask_shape,
+        )
+        heads_shape = query_shape[:2] + (self.num_heads, self.head_dim)
+        self.paragraph_query_dense.build(query_shape)
+        self.paragraph_key_dense.build(paragraph_shape)
+        self.paragraph_value_dense.build(paragraph_shape)
+        self.paragraph_output_dense.build(heads_shape)
+        self.word_query_dense.build(query_shape)
+        self.word_key_dense.build(word_shape)
+        self.word_value_dense.build(word_shape)
+        self.word_output_dense.build(heads_shape)
+        self.word_output_bias = self.add_weight(
+            name="word_output_bias",
+            shape=(self.hidden_dim,),
+            initializer=self._clone(self.bias_initializer),
+        )
+        self.output_layer_norm.build(query_shape)
+        self.built = True
+
+    def call(
+        self,
+        query,
+        word_memory,
+        paragraph_memory,
+        token_mask=None,
+        paragraph_mask=None,
+        training=None,
+    ):
+        self._check_shapes(
+            query.shape,
+            word_memory.shape,
+            paragraph_memory.shape,
+            None if token_mask is None else token_mask.shape,
+            None if paragraph_mask is None else paragraph_mask.shape,
+        )
+        scale = 1.0 / math.sqrt(self.head_dim)
+        paragraph_mask = as_bool_mask(paragraph_mask)
+        word_mask = merge_masks(
+            token_mask,
+            None if paragraph_mask is None else paragraph_mask[:, :, None],
+        )
+
+        # Paragraph level: scores [B,H,S,P], softmax over P (Eq. 7).
+        query_p = self.paragraph_query_dense(query)
+        key_p = self.paragraph_key_dense(paragraph_memory)
+        value_p = self.paragraph_value_dense(paragraph_memory)
+        scores_p = ops.einsum("bshk,bphk->bhsp", query_p, key_p)
+        weights_p = masked_softmax(
+            ops.cast(scores_p, "float32") * scale,
+            None if paragraph_mask is None else paragraph_mask[:, None, None, :],
+        )
+        paragraph_attention = ops.mean(weights_p, axis=1)  # A_para [B,S,P]
+        weights_p = self.attention_dropout(
+            ops.cast(weights_p, self.compute_dtype), training=training
+        )
+        context_p = ops.einsum("bhsp,bphk->bshk", weights_p, value_p)
+        paragraph_context = self.paragraph_output_dense(context_p)  # X_para
+
+        # Word level, all paragraphs at once: scores [B,H,S,P,T], softmax
+        # over the T tokens of each paragraph (Eq. 8).
+        query_w = self.word_query_dense(query)
+        key_w = self.word_key_dense(word_memory)
+        value_w = self.word_value_dense(word_memory)
+        scores_w = ops.einsum("bshk,bpthk->bhspt", query_w, key_w)
+        weights_w = masked_softmax(
+            ops.cast(scores_w, "float32") * scale,
+            None if word_mask is None else word_mask[:, None, None, :, :],
+        )
+        weights_w = self.attention_dropout(
+            ops.cast(weights_w, self.compute_dtype), training=training
+        )
+        # Fusion (Eq. 9): weight paragraph p's token weights by A_para[:, p]
+        # and contract over paragraphs and tokens in one step.
+        fusion = ops.cast(paragraph_attention, self.compute_dtype)
+        weights_w = weights_w * fusion[:, None, :, :, None]
+        context_w = ops.einsum("bhspt,bpthk->bshk", weights_w, value_w)
+        fused_context = self.word_output_dense(context_w) + ops.sum(
+            fusion, axis=-1, keepdims=True
+        ) * ops.cast(self.word_output_bias, self.compute_dtype)  # X_int
+
+        # Eq. 10.
+        residual = self.output_dropout(
+            paragraph_context + fused_context, training=training
+        )
+        outputs = self.output_layer_norm(query + residual)
+        return outputs, paragraph_attention
+
+    def compute_output_shape(
+        self,
+        query_shape,
+        word_memory_shape,
+        paragraph_memory_shape,
+        token_mask_shape=None,
+        paragraph_mask_shape=None,
+    ):
+        query_shape = tuple(query_shape)
+        paragraphs = tuple(word_memory_shape)[1]
+        return query_shape, query_shape[:2] + (paragraphs,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "hidden_dim": self.hidden_dim,
+                "num_heads": self.num_heads,
+                "dropout": self.dropout,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
+                "bias_initializer": keras.initializers.serialize(
+                    self.bias_initializer
+                ),
+            }
+        )
+        return config
