@@ -219,6 +219,9 @@ def example_from_dict(record, path="<dict>", line_number=0):
     )
 
 
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
 def _open_binary(path):
     path = os.fspath(path)
     with open(path, "rb") as probe:
@@ -255,6 +258,8 @@ def read_jsonl(path, skip_invalid=False, unicode_errors="strict", report=None):
     report = report if report is not None else ReadReport()
     with _open_binary(path) as handle:
         for line_number, raw in enumerate(handle, start=1):
+            if line_number == 1 and raw.startswith(_UTF8_BOM):
+                raw = raw[len(_UTF8_BOM) :]
             if not raw.strip():
                 continue
             report.lines += 1
@@ -305,9 +310,31 @@ def read_text(path, unicode_errors="replace", example_id=None):
 
     Returns:
         An `Example` with `summary=""` and no references.
+
+    Raises:
+        InvalidExampleError: with `unicode_errors="strict"`, on invalid
+            UTF-8, naming the file and the line.
     """
+    if unicode_errors not in ("strict", "replace"):
+        raise ValueError(
+            "`unicode_errors` must be 'strict' or 'replace', "
+            f"received {unicode_errors!r}."
+        )
     with open(path, "rb") as handle:
-        text = handle.read().decode("utf-8", errors=unicode_errors)
+        data = handle.read()
+    if data.startswith(_UTF8_BOM):
+        data = data[len(_UTF8_BOM) :]
+    try:
+        text = data.decode("utf-8", errors=unicode_errors)
+    except UnicodeDecodeError as error:
+        line_start = data.rfind(b"\n", 0, error.start) + 1
+        raise InvalidExampleError(
+            path,
+            data.count(b"\n", 0, error.start) + 1,
+            "<line>",
+            f"invalid UTF-8 at byte {error.start - line_start} of the line; "
+            "pass unicode_errors='replace' to keep the text.",
+        ) from None
     return example_from_text(
         text, example_id=example_id or os.path.basename(os.fspath(path))
     )
@@ -359,6 +386,8 @@ def read_examples(path, skip_invalid=False, unicode_errors="strict", report=None
 
     A folder is read in sorted file order; `.jsonl`/`.jsonl.gz`/`.json.gz`
     files as JSONL, `.txt` files as plain text (one example per file).
+    `skip_invalid`, `unicode_errors` and `report` apply to every file as in
+    `read_jsonl` (a text file counts as one line).
     """
     path = os.fspath(path)
     if os.path.isdir(path):
@@ -371,9 +400,17 @@ def read_examples(path, skip_invalid=False, unicode_errors="strict", report=None
         return
     kind = _kind(path)
     if kind == "text":
-        example = read_text(path)
         if report is not None:
             report.lines += 1
+        try:
+            example = read_text(path, unicode_errors=unicode_errors)
+        except InvalidExampleError as error:
+            if not skip_invalid:
+                raise
+            if report is not None:
+                report.add_error(str(error))
+            return
+        if report is not None:
             report.examples += 1
         yield example
     elif kind == "jsonl":

@@ -410,6 +410,8 @@ def build_flat(example, vocabulary, max_tokens, rank="tfidf"):
         `token_mask` bool [N] (N <= max_tokens, no padding), and whose
         `texts` are the paragraphs in the order used.
     """
+    if rank not in ("tfidf", "order"):
+        raise ValueError(f"`rank` must be 'tfidf' or 'order', received {rank!r}.")
     sentences, report = _sentences_and_report(example, vocabulary, 1, max_tokens)
     paragraphs = _group(sentences, lambda s: s.paragraph)
     texts = [" ".join(s.text for s in p) for p in paragraphs]
@@ -420,12 +422,14 @@ def build_flat(example, vocabulary, max_tokens, rank="tfidf"):
         order = np.arange(len(paragraphs))
     separator = vocabulary.paragraph_id
     ids = []
+    kept_separators = 0  # counted by position: the text may hold `<para>`
     for n, index in enumerate(order):
         if n and separator is not None:
+            kept_separators += len(ids) < max_tokens
             ids.append(separator)
         ids.extend(i for s in paragraphs[index] for i in s.ids)
     truncated = ids[:max_tokens]
-    content = sum(1 for i in truncated if separator is None or i != separator)
+    content = len(truncated) - kept_separators
     report.examples = 1
     report.output_tokens = content
     report.dropped_tokens = report.input_tokens - content

@@ -1,0 +1,436 @@
+"""Tests for keras_hsum.data.reader: canonical JSONL and plain text."""
+
+import gzip
+import json
+import os
+
+import pytest
+
+from keras_hsum.data import corpora
+from keras_hsum.data import reader
+from keras_hsum.data.reader import InvalidExampleError
+from keras_hsum.data.reader import ReadReport
+
+SAMPLE_SPLITS = [
+    ("scisummnet", "train"),
+    ("scisummnet", "val"),
+    ("qmsum_general", "train"),
+    ("qmsum_general", "val"),
+    ("qmsum_goldspan", "train"),
+    ("qmsum_goldspan", "val"),
+    ("fewsum_amazon", "train"),
+    ("fewsum_amazon", "val"),
+    ("fewsum_yelp", "train"),
+    ("fewsum_yelp", "val"),
+    ("scitldr_a", "train"),
+    ("scitldr_a", "val"),
+    ("cnndm", "summeval100"),
+]
+
+
+def record(example_id="a", **overrides):
+    """A valid canonical record (a dict) with two sections."""
+    value = {
+        "id": example_id,
+        "dataset": "toy",
+        "title": "A title",
+        "query": None,
+        "documents": [
+            {
+                "title": None,
+                "sections": [
+                    {
+                        "heading": "1 Introduction",
+                        "paragraphs": [["First sentence.", "Second one."]],
+                    },
+                    {
+                        "heading": None,
+                        "paragraphs": [["Third."], ["Fourth.", "Fifth."]],
+                    },
+                ],
+            }
+        ],
+        "summary": "The summary.",
+        "references": ["The summary.", "Another reference."],
+    }
+    value.update(overrides)
+    return value
+
+
+def write_lines(path, lines, compress=False):
+    """Writes raw lines (str or bytes) joined by newlines; returns the path."""
+    data = b"\n".join(
+        line if isinstance(line, bytes) else line.encode("utf-8")
+        for line in lines
+    ) + b"\n"
+    if compress:
+        data = gzip.compress(data)
+    with open(path, "wb") as handle:
+        handle.write(data)
+    return str(path)
+
+
+def dumps(value):
+    return json.dumps(value, ensure_ascii=False)
+
+
+# --- canonical JSONL ------------------------------------------------------
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_reads_every_field_of_the_schema(tmp_path, compress):
+    first = record("a")
+    second = record(
+        "b",
+        title=None,
+        query="What was decided?",
+        documents=[
+            {"title": "Doc 1", "sections": [{"paragraphs": [["One."]]}]},
+            {"title": None, "sections": [{"heading": "H", "paragraphs": []}]},
+        ],
+    )
+    path = write_lines(
+        tmp_path / "x.jsonl.gz", [dumps(first), dumps(second)], compress
+    )
+    examples = list(reader.read_jsonl(path))
+    assert [e.id for e in examples] == ["a", "b"]
+    a, b = examples
+    assert a.dataset == "toy" and a.title == "A title" and a.query is None
+    assert a.summary == "The summary."
+    assert a.references == ("The summary.", "Another reference.")
+    assert len(a.documents) == 1
+    sections = a.documents[0].sections
+    assert [s.heading for s in sections] == ["1 Introduction", None]
+    assert sections[0].paragraphs == (("First sentence.", "Second one."),)
+    assert sections[1].paragraphs == (("Third.",), ("Fourth.", "Fifth."))
+    assert a.sentences() == [
+        "First sentence.",
+        "Second one.",
+        "Third.",
+        "Fourth.",
+        "Fifth.",
+    ]
+    assert a.num_words() == 7
+    assert b.query == "What was decided?" and b.title is None
+    assert [d.title for d in b.documents] == ["Doc 1", None]
+    assert b.documents[0].sections[0].heading is None
+    assert b.documents[1].sections[0].paragraphs == ()
+
+
+def test_gzip_is_detected_from_content_not_name(tmp_path):
+    line = dumps(record("z"))
+    plain_named_gz = write_lines(tmp_path / "plain.jsonl.gz", [line])
+    gzip_named_plain = write_lines(tmp_path / "packed.jsonl", [line], True)
+    for path in (plain_named_gz, gzip_named_plain):
+        assert [e.id for e in reader.read_jsonl(path)] == ["z"]
+
+
+def test_unknown_fields_are_ignored_at_every_level(tmp_path):
+    value = record("u", community_summary="x", system_summaries={"M0": "y"})
+    value["documents"][0]["url"] = "http://example.org"
+    value["documents"][0]["sections"][0]["labels"] = [1, 2]
+    path = write_lines(tmp_path / "u.jsonl", [dumps(value)])
+    (example,) = reader.read_jsonl(path)
+    (expected,) = reader.read_jsonl(
+        write_lines(tmp_path / "v.jsonl", [dumps(record("u"))])
+    )
+    assert example == expected
+
+
+def test_defaults_for_optional_fields(tmp_path):
+    minimal = {"documents": [{"sections": [{"paragraphs": [["Only."]]}]}]}
+    with_summary = dict(minimal, id=7, summary="S.")
+    path = write_lines(
+        tmp_path / "m.jsonl", [dumps(minimal), "", dumps(with_summary)]
+    )
+    first, second = reader.read_jsonl(path)
+    assert first.id == "m.jsonl:1"  # file name and line when there is no id
+    assert first.summary == "" and first.references == ()
+    assert first.title is None and first.query is None and first.dataset == ""
+    assert second.id == "7"
+    assert second.references == ("S.",)  # the summary is the only reference
+
+
+def test_is_a_generator_that_yields_before_a_later_broken_line(tmp_path):
+    lines = [dumps(record("a")), dumps(record("b")), '{"id": "c", "documents": [']
+    path = write_lines(tmp_path / "broken.jsonl", lines)
+    stream = reader.read_jsonl(path)
+    assert next(stream).id == "a"
+    assert next(stream).id == "b"
+    with pytest.raises(InvalidExampleError) as info:
+        next(stream)
+    assert info.value.line_number == 3
+
+
+def test_streams_a_large_file_lazily(tmp_path):
+    # 20,000 lines: taking the first two must not decode the rest, which
+    # would raise on the last (broken) line.
+    line = dumps(record("x"))
+    path = write_lines(tmp_path / "big.jsonl.gz", [line] * 20_000 + ["{"], True)
+    stream = reader.read_jsonl(path)
+    assert [next(stream).id, next(stream).id] == ["x", "x"]
+    stream.close()
+
+
+def _broken_records():
+    sentence_is_number = record("n")
+    sentence_is_number["documents"][0]["sections"][1]["paragraphs"][1][1] = 3.5
+    sections_is_str = record("s")
+    sections_is_str["documents"][0]["sections"] = "1 Introduction ..."
+    sections_missing = record("m")
+    del sections_missing["documents"][0]["sections"]
+    paragraph_is_str = record("p")
+    paragraph_is_str["documents"][0]["sections"][0]["paragraphs"] = ["One."]
+    no_documents = record("d")
+    del no_documents["documents"]
+    return [
+        ("bad json", '{"id": "j", "documents": [}', "<line>", "JSON"),
+        ("sentence is a number", dumps(sentence_is_number),
+         "documents[0].sections[1].paragraphs[1][1]", "float"),
+        ("sections is a string", dumps(sections_is_str),
+         "documents[0].sections", "str"),
+        ("sections missing", dumps(sections_missing),
+         "documents[0].sections", "NoneType"),
+        ("paragraph is not a list", dumps(paragraph_is_str),
+         "documents[0].sections[0].paragraphs[0]", "str"),
+        ("documents missing", dumps(no_documents), "documents", "missing"),
+        ("documents is a dict", dumps(record("e", documents={})),
+         "documents", "dict"),
+        ("summary is a list", dumps(record("f", summary=["a"])),
+         "summary", "list"),
+        ("reference is null", dumps(record("r", references=["a", None])),
+         "references[1]", "NoneType"),
+        ("line is a list", "[1, 2]", "<line>", "list"),
+    ]
+
+
+BROKEN = _broken_records()
+
+
+@pytest.mark.parametrize(
+    "line, field, detail", [b[1:] for b in BROKEN], ids=[b[0] for b in BROKEN]
+)
+@pytest.mark.parametrize("compress", [False, True])
+def test_malformed_line_names_file_line_and_field(
+    tmp_path, line, field, detail, compress
+):
+    # A blank line before the broken one: line numbers count file lines.
+    lines = [dumps(record("ok")), "", line, dumps(record("after"))]
+    path = write_lines(tmp_path / "bad.jsonl.gz", lines, compress)
+    with pytest.raises(InvalidExampleError) as info:
+        list(reader.read_jsonl(path))
+    error = info.value
+    assert error.path == path and error.line_number == 3 and error.field == field
+    message = str(error)
+    assert path in message and "line 3" in message and f"`{field}`" in message
+    assert detail in message
+
+
+def test_skip_invalid_skips_and_reports_how_many(tmp_path):
+    lines = [dumps(record("first"))]
+    for _, line, _, _ in BROKEN:
+        lines += [line, dumps(record(f"ok{len(lines)}"))]
+    path = write_lines(tmp_path / "mixed.jsonl", lines)
+    report = ReadReport()
+    examples = list(reader.read_jsonl(path, skip_invalid=True, report=report))
+    assert len(examples) == 1 + len(BROKEN)
+    assert all(e.id == "first" or e.id.startswith("ok") for e in examples)
+    assert report.skipped == len(BROKEN)
+    assert report.examples == len(examples)
+    assert report.lines == len(lines)
+    assert len(report.errors) == len(BROKEN)
+    assert all("mixed.jsonl, line" in message for message in report.errors)
+
+
+def test_report_keeps_at_most_max_errors_messages(tmp_path):
+    path = write_lines(tmp_path / "all_bad.jsonl", ["{"] * 30)
+    report = ReadReport(max_errors=5)
+    assert list(reader.read_jsonl(path, skip_invalid=True, report=report)) == []
+    assert report.skipped == 30 and len(report.errors) == 5
+
+
+INVALID_UTF8 = b"caf\xe9 \xff\xfe ok."  # Latin-1 bytes inside a UTF-8 file
+
+
+def _utf8_lines():
+    good = dumps(record("good"))
+    bad = record("bad")
+    bad["documents"][0]["sections"][0]["paragraphs"] = [["PLACEHOLDER"]]
+    bad_line = dumps(bad).encode("utf-8").replace(b"PLACEHOLDER", INVALID_UTF8)
+    return [good.encode("utf-8"), bad_line, good.encode("utf-8")]
+
+
+def test_invalid_utf8_is_an_error_naming_the_line(tmp_path):
+    path = write_lines(tmp_path / "latin1.jsonl", _utf8_lines())
+    with pytest.raises(InvalidExampleError) as info:
+        list(reader.read_jsonl(path))
+    assert info.value.line_number == 2
+    assert "line 2" in str(info.value) and "UTF-8" in str(info.value)
+
+
+def test_invalid_utf8_replace_keeps_the_line(tmp_path):
+    path = write_lines(tmp_path / "latin1.jsonl.gz", _utf8_lines(), True)
+    examples = list(reader.read_jsonl(path, unicode_errors="replace"))
+    assert [e.id for e in examples] == ["good", "bad", "good"]
+    sentence = examples[1].sentences()[0]
+    assert sentence == INVALID_UTF8.decode("utf-8", errors="replace")
+    assert sentence.count("\ufffd") == 3 and sentence.startswith("caf")
+
+
+def test_invalid_utf8_skipped_with_skip_invalid(tmp_path):
+    path = write_lines(tmp_path / "latin1.jsonl", _utf8_lines())
+    report = ReadReport()
+    examples = list(reader.read_jsonl(path, skip_invalid=True, report=report))
+    assert [e.id for e in examples] == ["good", "good"]
+    assert report.skipped == 1 and "line 2" in report.errors[0]
+
+
+def test_unknown_unicode_errors_mode_is_rejected(tmp_path):
+    path = write_lines(tmp_path / "x.jsonl", [dumps(record())])
+    with pytest.raises(ValueError, match="unicode_errors"):
+        list(reader.read_jsonl(path, unicode_errors="ignore"))
+
+
+def test_utf8_byte_order_mark_is_accepted(tmp_path):
+    line = b"\xef\xbb\xbf" + dumps(record("bom")).encode("utf-8")
+    path = write_lines(tmp_path / "bom.jsonl", [line])
+    assert [e.id for e in reader.read_jsonl(path)] == ["bom"]
+
+
+def test_non_ascii_text_round_trips(tmp_path):
+    value = record("ü")
+    value["documents"][0]["sections"][0]["paragraphs"] = [
+        ["Größe: 3 µm — “quoted” 数据 🙂.", "Line\u2028separator."]
+    ]
+    path = write_lines(tmp_path / "u.jsonl.gz", [dumps(value)], True)
+    (example,) = reader.read_jsonl(path)
+    assert example.sentences()[:2] == value["documents"][0]["sections"][0][
+        "paragraphs"
+    ][0]
+
+
+@pytest.mark.parametrize("name, split", SAMPLE_SPLITS)
+def test_every_bundled_sample_file_reads(name, split):
+    report = ReadReport()
+    examples = list(reader.read_jsonl(corpora.sample_path(name, split), report=report))
+    assert examples and report.skipped == 0
+    assert report.examples == report.lines == len(examples)
+    assert all(e.documents and e.summary for e in examples)
+    assert len({e.id for e in examples}) == len(examples)
+    assert all(e.references[0] == e.summary for e in examples)
+
+
+def _shared_files():
+    root = corpora.SHARED_ROOT
+    if not os.path.isdir(root):
+        return []
+    return sorted(
+        os.path.join(folder, name)
+        for folder, _, names in os.walk(root)
+        for name in names
+        if name.endswith(".jsonl.gz")
+    )
+
+
+@pytest.mark.skipif(not _shared_files(), reason="no shared corpora here")
+@pytest.mark.parametrize(
+    "path", _shared_files(), ids=lambda p: os.path.relpath(p, corpora.SHARED_ROOT)
+)
+def test_every_shared_real_file_reads(path):
+    report = ReadReport()
+    count = 0
+    for example in reader.read_jsonl(path, report=report):
+        count += 1
+        assert example.documents
+    assert count > 0 and report.skipped == 0 and report.examples == count
+
+
+def test_corpus_path_prefers_shared_data_then_the_sample(monkeypatch, tmp_path):
+    monkeypatch.setenv("KERAS_HSUM_DATA", str(tmp_path))
+    os.makedirs(tmp_path / "scitldr_a")
+    override = write_lines(tmp_path / "scitldr_a" / "val.jsonl.gz", [dumps(record())])
+    assert corpora.corpus_path("scitldr_a", "val") == override
+    fallback = corpora.corpus_path("fewsum_yelp", "val")
+    shared = os.path.join(corpora.SHARED_ROOT, "fewsum_yelp", "val.jsonl.gz")
+    expected = shared if os.path.exists(shared) else corpora.sample_path(
+        "fewsum_yelp", "val"
+    )
+    assert fallback == expected
+    with pytest.raises(FileNotFoundError, match="scitldr_a/val"):
+        corpora.sample_path("scitldr_a", "test")
+
+
+# --- plain text -----------------------------------------------------------
+
+TEXT = """\
+First paragraph, line one.
+Still the first paragraph. It has two sentences.
+
+Second paragraph! Is it?
+
+---
+Second document.
+   
+Its second paragraph, e.g. this one.
+---
+
+---
+"""
+
+
+def test_plain_text_paragraphs_and_documents(tmp_path):
+    path = tmp_path / "input.txt"
+    path.write_text(TEXT, encoding="utf-8")
+    example = reader.read_text(path)
+    assert example.id == "input.txt" and example.summary == ""
+    assert example.references == () and example.dataset == "text"
+    paragraphs = [
+        [list(p) for s in d.sections for p in s.paragraphs]
+        for d in example.documents
+    ]
+    assert paragraphs == [
+        [
+            [
+                "First paragraph, line one.",
+                "Still the first paragraph.",
+                "It has two sentences.",
+            ],
+            ["Second paragraph!", "Is it?"],
+        ],
+        [["Second document."], ["Its second paragraph, e.g. this one."]],
+    ]
+
+
+def test_plain_text_invalid_utf8(tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes(b"Fine line.\n\nSecond " + INVALID_UTF8 + b"\n")
+    example = reader.read_text(path)
+    assert "\ufffd" in example.sentences()[1]
+    with pytest.raises(InvalidExampleError) as info:
+        reader.read_text(path, unicode_errors="strict")
+    assert info.value.line_number == 3 and "line 3" in str(info.value)
+
+
+def test_read_examples_reads_a_folder_in_sorted_order(tmp_path):
+    write_lines(tmp_path / "b.jsonl.gz", [dumps(record("b1")), dumps(record("b2"))], True)
+    (tmp_path / "a.txt").write_text("Plain text. Two sentences.\n", encoding="utf-8")
+    (tmp_path / "c.md").write_text("ignored", encoding="utf-8")
+    write_lines(tmp_path / "d.jsonl", [dumps(record("d1"))])
+    report = ReadReport()
+    ids = [e.id for e in reader.read_examples(tmp_path, report=report)]
+    assert ids == ["a.txt", "b1", "b2", "d1"]
+    assert report.examples == 4
+    with pytest.raises(ValueError, match="c.md"):
+        list(reader.read_examples(tmp_path / "c.md"))
+
+
+def test_read_examples_applies_unicode_errors_to_text_files(tmp_path):
+    (tmp_path / "bad.txt").write_bytes(b"Bad " + INVALID_UTF8 + b"\n")
+    write_lines(tmp_path / "good.jsonl", [dumps(record("g"))])
+    with pytest.raises(InvalidExampleError, match="bad.txt, line 1"):
+        list(reader.read_examples(tmp_path))
+    report = ReadReport()
+    ids = [e.id for e in reader.read_examples(tmp_path, skip_invalid=True, report=report)]
+    assert ids == ["g"] and report.skipped == 1
+    replaced = list(reader.read_examples(tmp_path, unicode_errors="replace"))
+    assert [e.id for e in replaced] == ["bad.txt", "g"]
