@@ -1,0 +1,38 @@
+"""TF-only data layer: reading, vocabularies, structuring, labels, tf.data.
+
+The pure-Python parts are imported here; `make_dataset` and the rest of
+`keras_hsum.data.pipeline` (which import TensorFlow) load on first use.
+"""
+
+from keras_hsum.data.corpora import corpus_path
+from keras_hsum.data.corpora import sample_path
+from keras_hsum.data.reader import Document
+from keras_hsum.data.reader import Example
+from keras_hsum.data.reader import InvalidExampleError
+from keras_hsum.data.reader import Section
+from keras_hsum.data.reader import read_examples
+from keras_hsum.data.reader import read_jsonl
+from keras_hsum.data.reader import read_text
+from keras_hsum.data.sentences import split_sentences
+from keras_hsum.data.structure import EmptyInputError
+from keras_hsum.data.structure import EmptySummaryError
+from keras_hsum.data.structure import Structured
+from keras_hsum.data.structure import TruncationReport
+from keras_hsum.data.structure import build_flat
+from keras_hsum.data.structure import build_paragraphs
+from keras_hsum.data.structure import build_sections
+from keras_hsum.data.structure import build_sentences
+from keras_hsum.data.structure import build_snippets
+from keras_hsum.data.structure import build_target
+from keras_hsum.data.vocabulary import Vocabulary
+from keras_hsum.data.vocabulary import corpus_sentences
+
+_PIPELINE = ("make_dataset", "structured_examples", "training_pairs", "PipelineReport")
+
+
+def __getattr__(name):
+    if name in _PIPELINE:
+        from keras_hsum.data import pipeline
+
+        return getattr(pipeline, name)
+    raise AttributeError(f"module 'keras_hsum.data' has no attribute {name!r}")

@@ -64,22 +64,72 @@ def _dot(a, b):
     return sum(v * b.get(w, 0.0) for w, v in a.items())
 
 
+def _term_matrix(texts):
+    """Sparse term counts of `texts` as parallel arrays (row, term, count)."""
+    vocabulary = {}
+    rows, terms = [], []
+    for row, text in enumerate(texts):
+        ids = [vocabulary.setdefault(w, len(vocabulary)) for w in words(text)]
+        terms.extend(ids)
+        rows.extend([row] * len(ids))
+    size = max(len(vocabulary), 1)
+    keys = np.asarray(rows, np.int64) * size + np.asarray(terms, np.int64)
+    keys, counts = np.unique(keys, return_counts=True)
+    return vocabulary, keys // size, keys % size, counts.astype(np.float64)
+
+
 def tfidf_cosine(query, texts, model=None):
     """Cosine similarity of each text's tf-idf vector to the query's.
+
+    Vectorised over all texts at once (sparse counts in numpy), so ranking
+    the ~1,500 speaker turns of a meeting takes milliseconds.
 
     Args:
         query: str (a title or query).
         texts: a list of P str.
-        model: an optional `TfidfModel`; by default one is fitted on `texts`.
+        model: an optional `TfidfModel`; by default document frequencies
+            come from `texts` themselves.
 
     Returns:
         float32 array [P]; 0 for texts (or a query) without words.
     """
-    model = model or TfidfModel(texts)
-    query_vector = model.vector(query)
-    return np.array(
-        [_dot(query_vector, model.vector(t)) for t in texts], dtype=np.float32
+    texts = list(texts)
+    scores = np.zeros((len(texts),), dtype=np.float32)
+    query_counts = collections.Counter(words(query))
+    if not texts or not query_counts:
+        return scores
+    vocabulary, rows, terms, counts = _term_matrix(texts)
+    if model is None:
+        num_documents = len(texts)
+        df = np.bincount(terms, minlength=len(vocabulary))
+        idf = np.log((1.0 + num_documents) / (1.0 + df)) + 1.0
+
+        def query_idf(word):
+            return math.log(1.0 + num_documents) + 1.0
+
+    else:
+        by_id = sorted(vocabulary.items(), key=lambda item: item[1])
+        idf = np.array([model.idf(w) for w, _ in by_id], dtype=np.float64)
+        query_idf = model.idf
+    weights = counts * idf[terms]
+    norms = np.sqrt(
+        np.bincount(rows, weights * weights, minlength=len(texts)).astype(np.float64)
     )
+    query_weights = np.zeros((len(vocabulary),), dtype=np.float64)
+    query_norm = 0.0
+    for word, count in query_counts.items():
+        index = vocabulary.get(word)
+        weight = count * (idf[index] if index is not None else query_idf(word))
+        query_norm += weight * weight
+        if index is not None:
+            query_weights[index] = weight
+    dots = np.bincount(
+        rows, weights * query_weights[terms], minlength=len(texts)
+    ).astype(np.float64)
+    denominator = norms * math.sqrt(query_norm)
+    np.divide(dots, denominator, out=dots, where=denominator > 0)
+    dots[denominator == 0] = 0.0
+    return dots.astype(np.float32)
 
 
 def tfidf_similarity_matrix(texts, model=None):
