@@ -39,7 +39,7 @@ class HierarchicalPositionEncoding(keras.layers.Layer):
 
     Example:
     >>> layer = HierarchicalPositionEncoding(vocabulary_size=100, hidden_dim=8)
-    >>> layer(np.ones((2, 3, 5), "int32")).shape
+    >>> tuple(layer(np.ones((2, 3, 5), "int32")).shape)
     (2, 3, 5, 8)
 
     References:

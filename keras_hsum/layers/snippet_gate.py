@@ -72,7 +72,7 @@ class SnippetGate(keras.layers.Layer):
     >>> snippets = np.random.rand(2, 3, 4, 8).astype("float32")
     >>> scores = np.array([[0.1, 0.9, 0.5], [1.0, 0.0, 0.2]], "float32")
     >>> memory, memory_mask, selected_ids = gate(snippets, scores)
-    >>> memory.shape, memory_mask.shape, selected_ids.shape
+    >>> tuple(memory.shape), tuple(memory_mask.shape), tuple(selected_ids.shape)
     ((2, 6, 8), (2, 6), (2, 3))
 
     References:

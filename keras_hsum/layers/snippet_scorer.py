@@ -84,7 +84,7 @@ class SnippetScorer(keras.layers.Layer):
     Example:
     >>> scorer = SnippetScorer(num_layers=1, num_heads=2, intermediate_dim=16)
     >>> snippets = np.random.rand(2, 3, 4, 8).astype("float32")
-    >>> scorer(snippets).shape
+    >>> tuple(scorer(snippets).shape)
     (2, 3)
 
     References:
