@@ -240,6 +240,85 @@ def ranker_targets(example, structured):
     }
 
 
+def paragraph_graph(kind="similarity", **graph_options):
+    """An extra that adds HT's paragraph graph for graph-informed attention.
+
+    Args:
+        kind: `"similarity"` (tf-idf cosine with a threshold) or
+            `"discourse"` (the approximate discourse graph); see
+            `keras_hsum.data.graphs`.
+        **graph_options: passed to the graph function (e.g. `threshold`).
+
+    Returns:
+        An extra returning `{"graph": float32 [P, P]}`, row and column i
+        being row i of the structured example; the raw graph (the layer
+        row-normalises it over valid paragraphs). Padded rows and columns
+        of a batch are 0.
+    """
+    from keras_hsum.data import graphs
+
+    if kind not in ("similarity", "discourse"):
+        raise ValueError(
+            f"`kind` must be 'similarity' or 'discourse', received {kind!r}."
+        )
+
+    @declare_features(graph=("float32", ("P", "P")))
+    def graph(example, structured):
+        return {"graph": graphs.graph_for(structured, kind, **graph_options)}
+
+    graph.__name__ = f"{kind}_graph"
+    return graph
+
+
+def seal_labels(segment_length=None, vocabulary=None):
+    """An extra that adds SEAL's proxy extractive labels (snippets family).
+
+    Args:
+        segment_length: L_seg; when given, snippets are also labelled
+            against every summary segment of L_seg tokens.
+        vocabulary: the `Vocabulary` whose tokens define segments (the
+            decoder's tokens); words without it.
+
+    Returns:
+        An extra returning `{"proxy_labels": float32 [P]}` (mean ROUGE-1/2
+        F1 of each snippet against the whole summary) and, with
+        `segment_length`, `{"segment_labels": float32 [M, P]}` (M summary
+        segments, padded with 0 to the longest in the batch).
+    """
+    from keras_hsum.data import labels
+
+    specs = {"proxy_labels": ("float32", ("P",))}
+    if segment_length is not None:
+        specs["segment_labels"] = ("float32", (None, "P"))
+
+    @declare_features(**specs)
+    def proxy_labels(example, structured):
+        result = labels.seal_proxy_labels(
+            structured.texts, example.summary, segment_length, vocabulary
+        )
+        out = {"proxy_labels": result.summary_labels}
+        if segment_length is not None:
+            out["segment_labels"] = result.segment_labels
+        return out
+
+    return proxy_labels
+
+
+@declare_features(oracle_labels=("float32", ("P",)))
+def oracle_labels(example, structured):
+    """An extra that marks the rows of the greedy ROUGE oracle extract.
+
+    For the `sentences` family (extractive baselines, SHTE's evaluation):
+    1.0 on the kept sentences that the greedy oracle (`labels.greedy_oracle`
+    against all references) selects, 0.0 elsewhere: float32 [P].
+    """
+    from keras_hsum.data import labels
+
+    references = list(example.references) or [example.summary]
+    chosen = labels.greedy_oracle(structured.texts, references)
+    return {"oracle_labels": labels.oracle_labels(len(structured.texts), chosen)}
+
+
 def _family_specs(family, include_target, include_ids):
     if family == "flat":
         specs = {

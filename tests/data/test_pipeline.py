@@ -596,3 +596,114 @@ def test_bad_arguments_fail_early_with_clear_errors(
     arguments.update(kwargs)
     with pytest.raises(error, match=match):
         pipeline.make_dataset(**arguments)
+
+
+def _dense_tfidf_cosine(texts):
+    """Independent dense tf-idf cosine matrix (smoothed idf, as documented)."""
+    import math
+    import re
+
+    tokens = [re.findall(r"[^\W_]+", t.lower()) for t in texts]
+    vocab = sorted({w for ws in tokens for w in ws})
+    index = {w: i for i, w in enumerate(vocab)}
+    tf_matrix = np.zeros((len(texts), len(vocab)))
+    for row, ws in enumerate(tokens):
+        for w in ws:
+            tf_matrix[row, index[w]] += 1
+    df = (tf_matrix > 0).sum(0)
+    idf = np.log((1 + len(texts)) / (1 + df)) + 1
+    weights = tf_matrix * idf
+    norms = np.linalg.norm(weights, axis=1, keepdims=True)
+    unit = np.divide(weights, norms, out=np.zeros_like(weights), where=norms > 0)
+    return unit @ unit.T
+
+
+def test_similarity_graph_extra_is_thresholded_tfidf_cosine(examples, vocabulary, by_id):
+    dataset = pipeline.make_dataset(
+        examples,
+        vocabulary,
+        "paragraphs",
+        batch_size=BATCH,
+        max_units=MAX_UNITS,
+        max_tokens=MAX_TOKENS,
+        extras=[pipeline.paragraph_graph("similarity", threshold=0.1)],
+        include_ids=True,
+    )
+    edges = 0
+    for batch in _numpy(dataset):
+        rows = batch["paragraph_mask"].shape[1]
+        assert batch["graph"].shape == (len(batch["example_id"]), rows, rows)
+        for i, raw_id in enumerate(batch["example_id"]):
+            texts = _builder_output("paragraphs", by_id[raw_id.decode()], vocabulary).texts
+            n = len(texts)
+            expected = _dense_tfidf_cosine(texts)
+            expected[expected < 0.1] = 0.0
+            graph = batch["graph"][i]
+            off_diagonal = ~np.eye(n, dtype=bool)
+            np.testing.assert_allclose(graph[:n, :n][off_diagonal], expected[off_diagonal], atol=1e-5)
+            assert (graph[n:] == 0).all() and (graph[:, n:] == 0).all()
+            edges += int(np.count_nonzero(graph[:n, :n][off_diagonal]))
+    assert edges > 0
+
+
+def test_seal_labels_extra_matches_rouge_score(examples, vocabulary, by_id):
+    dataset = pipeline.make_dataset(
+        examples,
+        vocabulary,
+        "snippets",
+        batch_size=BATCH,
+        max_units=MAX_UNITS,
+        max_tokens=MAX_TOKENS,
+        extras=[pipeline.seal_labels(segment_length=16, vocabulary=vocabulary)],
+        include_ids=True,
+    )
+    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2"], use_stemmer=True)
+    for batch in _numpy(dataset):
+        assert batch["segment_labels"].shape[2] == batch["paragraph_mask"].shape[1]
+        for i, raw_id in enumerate(batch["example_id"]):
+            example = by_id[raw_id.decode()]
+            texts = _builder_output("snippets", example, vocabulary).texts
+            expected = [
+                (lambda s: (s["rouge1"].fmeasure + s["rouge2"].fmeasure) / 2)(
+                    scorer.score(example.summary, text)
+                )
+                for text in texts
+            ]
+            np.testing.assert_allclose(batch["proxy_labels"][i, : len(texts)], expected, atol=1e-6)
+            segments = len(example.summary and vocabulary.encode(example.summary))
+            num_segments = -(-segments // 16)
+            assert (batch["segment_labels"][i, num_segments:] == 0).all()
+            assert (batch["segment_labels"][i, :, len(texts):] == 0).all()
+
+
+def test_oracle_labels_extra_marks_a_rouge_improving_extract(examples, vocabulary, by_id):
+    dataset = pipeline.make_dataset(
+        examples[:8],
+        vocabulary,
+        "sentences",
+        batch_size=BATCH,
+        max_units=MAX_UNITS,
+        max_tokens=MAX_TOKENS,
+        extras=[pipeline.oracle_labels],
+        include_ids=True,
+    )
+    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2"], use_stemmer=True)
+    for batch in _numpy(dataset):
+        for i, raw_id in enumerate(batch["example_id"]):
+            example = by_id[raw_id.decode()]
+            texts = _builder_output("sentences", example, vocabulary).texts
+            chosen = np.flatnonzero(batch["oracle_labels"][i])
+            assert len(chosen) >= 1 and chosen.max() < len(texts)
+
+            def score(indices):
+                extract = " ".join(texts[j] for j in sorted(indices))
+                return np.mean([
+                    scorer.score(ref, extract)["rouge1"].fmeasure
+                    + scorer.score(ref, extract)["rouge2"].fmeasure
+                    for ref in (list(example.references) or [example.summary])
+                ])
+
+            best = score(chosen)
+            # The oracle's stop rule: no remaining sentence improves the extract.
+            for j in set(range(len(texts))) - set(chosen.tolist()):
+                assert score(list(chosen) + [j]) <= best + 1e-9
