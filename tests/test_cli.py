@@ -1,0 +1,61 @@
+"""The `keras-hsum` entry point, run as a user runs it (a subprocess)."""
+
+import json
+import os
+import subprocess
+import sys
+
+from keras_hsum.data.corpora import sample_path
+from keras_hsum.data.vocabulary import Vocabulary
+
+
+def _run(*args, cwd):
+    return subprocess.run(
+        [sys.executable, "-m", "keras_hsum.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=600,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+    )
+
+
+def test_demo_writes_report_with_rouge(tmp_path):
+    result = _run("demo", "--out", str(tmp_path / "demo"), "--vocabulary-size", "4000", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads((tmp_path / "demo" / "demo_report.json").read_text())
+    assert set(report["pipelines"]) == {"paragraphs", "sections", "snippets", "sentences"}
+    for family in report["pipelines"].values():
+        assert family["batches"] > 0
+        assert family["report"]["yielded"] > 0
+    from rouge_score import rouge_scorer
+
+    from keras_hsum.data.reader import read_jsonl
+
+    reference = next(iter(read_jsonl(sample_path("scisummnet", "val")))).summary
+    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
+    for system in report["example"]["systems"].values():
+        expected = scorer.score(reference, system["summary"])
+        for key, value in system["rouge"].items():
+            assert abs(value - round(100 * expected[key].fmeasure, 2)) < 1e-9
+    assert Vocabulary.load(tmp_path / "demo" / "spm.model").vocabulary_size == 4000
+
+
+def test_vocab_then_structure(tmp_path):
+    model = tmp_path / "spm.model"
+    data = sample_path("fewsum_amazon", "train")
+    result = _run("vocab", "--data", data, "--out", str(model), "--size", "1500", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert Vocabulary.load(model).vocabulary_size == 1500
+    result = _run(
+        "structure", "--data", data, "--vocab", str(model), "--family", "snippets",
+        "--max-units", "8", "--max-tokens", "32", cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "28 examples" in result.stdout and "source tokens" in result.stdout
+
+
+def test_unknown_command_fails_with_usage(tmp_path):
+    result = _run("train-everything", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "invalid choice" in result.stderr
