@@ -234,6 +234,22 @@ def context_text(example):
     return example.query or example.title or ""
 
 
+def _check_rank(rank):
+    if rank not in ("tfidf", "order"):
+        raise ValueError(f"`rank` must be 'tfidf' or 'order', received {rank!r}.")
+
+
+def _rank(example, texts, rank):
+    """`(order, scores)` of texts: tf-idf to the query/title, else reading order."""
+    context = context_text(example)
+    if rank == "tfidf" and context:
+        return rank_by_tfidf(context, texts)
+    return (
+        np.arange(len(texts), dtype=np.int32),
+        np.zeros((len(texts),), dtype=np.float32),
+    )
+
+
 def build_paragraphs(
     example,
     vocabulary,
@@ -271,8 +287,7 @@ def build_paragraphs(
         cosine; 0 with `rank="order"`), `context_tokens` int32 [C] (query or
         title tokens, C <= context_length).
     """
-    if rank not in ("tfidf", "order"):
-        raise ValueError(f"`rank` must be 'tfidf' or 'order', received {rank!r}.")
+    _check_rank(rank)
     if pack not in ("paragraph", "section"):
         raise ValueError(
             f"`pack` must be 'paragraph' or 'section', received {pack!r}."
@@ -291,11 +306,7 @@ def build_paragraphs(
         documents.extend([paragraph[0].document] * len(packed))
     context = context_text(example)
     texts = [text for _, text in rows]
-    if rank == "tfidf" and context:
-        order, scores = rank_by_tfidf(context, texts)
-    else:
-        order = np.arange(len(rows), dtype=np.int32)
-        scores = np.zeros((len(rows),), dtype=np.float32)
+    order, scores = _rank(example, texts, rank)
     kept = order[:max_units]
     report.dropped_units = len(rows) - len(kept)
     context_tokens = vocabulary.encode(context)[:context_length] if context else []
@@ -410,16 +421,11 @@ def build_flat(example, vocabulary, max_tokens, rank="tfidf"):
         `token_mask` bool [N] (N <= max_tokens, no padding), and whose
         `texts` are the paragraphs in the order used.
     """
-    if rank not in ("tfidf", "order"):
-        raise ValueError(f"`rank` must be 'tfidf' or 'order', received {rank!r}.")
+    _check_rank(rank)
     sentences, report = _sentences_and_report(example, vocabulary, 1, max_tokens)
     paragraphs = _group(sentences, lambda s: s.paragraph)
     texts = [" ".join(s.text for s in p) for p in paragraphs]
-    context = context_text(example)
-    if rank == "tfidf" and context:
-        order, _ = rank_by_tfidf(context, texts)
-    else:
-        order = np.arange(len(paragraphs))
+    order, _ = _rank(example, texts, rank)
     separator = vocabulary.paragraph_id
     ids = []
     kept_separators = 0  # counted by position: the text may hold `<para>`
