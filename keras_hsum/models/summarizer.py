@@ -1,0 +1,118 @@
+"""The contract every abstractive recipe model follows.
+
+A `Summarizer` is a `keras.Model` whose `call` is teacher-forced training
+only; decoding (`keras_hsum.decoding`) drives the same weights one token at a
+time through three methods:
+
+    memory = model.encode(inputs)                 # once per example
+    cache = model.initial_cache(memory, max_length)
+    logits, cache, aux = model.step(ids, index, cache)   # once per position
+
+`inputs` is the dict of features that `keras_hsum.data.make_dataset` gives
+the model's family (`tokens`, `token_mask`, `paragraph_mask`, ...), plus
+`decoder_tokens` [B,S] when teacher forcing. `ids` int32 [B] are the tokens
+at position `index` (BOS at 0) and `logits` float32 [B,V'] score the token at
+`index + 1` (V' = V, or V + source OOVs for pointer-generator copy: then the
+"logits" are log-probabilities, which every search treats the same way).
+
+`cache` is a pair `(memory, state)`: `memory` is constant while decoding and
+equal across the beams of one example, so a search never reorders it (it
+only tiles it K times, along axis 0, before `initial_cache`); `state` holds
+per-hypothesis tensors of fixed shape (self-attention key/value caches,
+coverage, LSTM states, SEAL's currently selected memory) that a search
+gathers when it reorders beams. Both are dicts of tensors with the batch on
+axis 0. `aux` is a dict of per-step float32 tensors, always with the same
+keys for a model: `"paragraph_attention"` [B,P] (how much the step attended
+to each paragraph/section/snippet; what PHT's attention alignment sums) and
+model-specific entries documented by each model.
+"""
+
+import keras
+from keras import ops
+
+from keras_hsum.layers.masking import as_bool_mask
+
+PAD_ID = 0
+BOS_ID = 2
+EOS_ID = 3
+
+
+class Summarizer(keras.Model):
+    """Base class of the abstractive models: teacher-forced `call` + decoding steps.
+
+    Subclasses implement `encode`, `decode`, `initial_cache` and `step`; the
+    base class gives `call` (teacher forcing), the special ids, and the
+    documented decoding contract (see the module docstring).
+
+    Args:
+        pad_id, bos_id, eos_id: the vocabulary's special ids (keras_hsum's
+            `Vocabulary` uses 0, 2 and 3).
+    """
+
+    def __init__(self, pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID, **kwargs):
+        super().__init__(**kwargs)
+        self.pad_id = pad_id
+        self.bos_id = bos_id
+        self.eos_id = eos_id
+
+    def encode(self, inputs, training=False):
+        """Runs the encoder. Returns `memory`, a dict of batch-major tensors."""
+        raise NotImplementedError
+
+    def decode(self, decoder_tokens, memory, inputs=None, training=False):
+        """Teacher-forced decoder: int [B,S] tokens → float32 logits [B,S,V']."""
+        raise NotImplementedError
+
+    def initial_cache(self, memory, max_length):
+        """Returns `(memory, state)` for `step`, with room for `max_length` tokens."""
+        raise NotImplementedError
+
+    def step(self, ids, index, cache):
+        """One decoding step: `(ids [B], index, cache) → (logits [B,V'], cache, aux)`."""
+        raise NotImplementedError
+
+    def call(self, inputs, training=False):
+        """Teacher forcing: `inputs` with `decoder_tokens` [B,S] → logits [B,S,V']."""
+        if "decoder_tokens" not in inputs:
+            raise ValueError(
+                f"{self.name}: `call` is teacher-forced training and needs "
+                "`decoder_tokens` [B,S] among the inputs (use "
+                "keras_hsum.data.training_pairs); received keys "
+                f"{sorted(inputs)}. To summarize, use keras_hsum.decoding."
+            )
+        memory = self.encode(inputs, training=training)
+        return self.decode(
+            inputs["decoder_tokens"], memory, inputs=inputs, training=training
+        )
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
+        )
+        return config
+
+
+def decoder_padding_mask(decoder_tokens, pad_id=PAD_ID):
+    """bool [B,S]: True at real target positions (the first one, BOS, always)."""
+    mask = ops.not_equal(decoder_tokens, pad_id)
+    first = ops.arange(ops.shape(decoder_tokens)[1]) == 0
+    return ops.logical_or(mask, first[None, :])
+
+
+def required(model, inputs, name, symbols):
+    """`inputs[name]`, or a ValueError naming the missing feature."""
+    if name not in inputs:
+        raise ValueError(
+            f"{model.name}: inputs need `{name}` {symbols}; received keys "
+            f"{sorted(inputs)}. Build batches with keras_hsum.data.make_dataset "
+            "for this model's family (see its recipe)."
+        )
+    return inputs[name]
+
+
+def optional_mask(inputs, name, like):
+    """bool mask `inputs[name]`, or all True with the shape of `like`."""
+    if name in inputs and inputs[name] is not None:
+        return as_bool_mask(inputs[name])
+    return ops.ones(ops.shape(like), dtype="bool")

@@ -1,0 +1,221 @@
+"""The Transformer decoder that FT, HT, SEAL and EA share (cached for decoding)."""
+
+import math
+
+import keras
+from keras import ops
+from keras_hub.layers import ReversibleEmbedding
+from keras_hub.layers import SinePositionEncoding
+from keras_hub.layers import TransformerDecoder
+
+from keras_hsum.layers.masking import as_bool_mask
+
+
+@keras.saving.register_keras_serializable(package="keras_hsum")
+class TransformerSummaryDecoder(keras.layers.Layer):
+    """Embeds summary tokens, runs a stack of Transformer decoder layers over a
+    flat memory, and projects back onto the (tied) embedding matrix.
+
+    y = Emb(tokens)·√D + sinusoid(position) → dropout → L × keras-hub
+    `TransformerDecoder` (causal self-attention, cross-attention over
+    `memory` [B,M,D], FFN; post-LayerNorm as in Vaswani et al.) → logits =
+    y·Embᵀ (tied; a separate output matrix with `tie_embeddings=False`).
+    The token embedding is public (`token_embedding`) so that an encoder can
+    share it (FT/HT/SEAL tie source, target and output embeddings).
+
+    Decoding uses keras-hub's key/value caches: `cross_attention_caches`
+    projects the memory once, `empty_self_attention_caches` preallocates, and
+    `call_cached` runs one position; it equals `call` (tested).
+
+    Args:
+        vocabulary_size: V.
+        hidden_dim: D.
+        num_layers: decoder layers.
+        num_heads: H.
+        intermediate_dim: FFN width.
+        dropout: dropout rate (embeddings, attention, residuals).
+        tie_embeddings: share the output projection with the embedding.
+        layer_norm_epsilon: LayerNorm epsilon.
+
+    Call arguments:
+        decoder_tokens: int [B,S] (BOS first).
+        memory: float [B,M,D].
+        memory_mask: optional bool [B,M], True at real memory positions.
+        decoder_padding_mask: optional bool [B,S].
+        training: bool.
+
+    Returns:
+        float32 logits [B,S,V].
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        hidden_dim,
+        num_layers,
+        num_heads,
+        intermediate_dim,
+        dropout=0.0,
+        tie_embeddings=True,
+        layer_norm_epsilon=1e-5,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if hidden_dim % num_heads:
+            raise ValueError(
+                f"{self.name}: `hidden_dim` must be divisible by `num_heads`, "
+                f"received hidden_dim={hidden_dim}, num_heads={num_heads}."
+            )
+        self.vocabulary_size = vocabulary_size
+        self.hidden_dim = hidden_dim
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.intermediate_dim = intermediate_dim
+        self.dropout = dropout
+        self.tie_embeddings = tie_embeddings
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.head_dim = hidden_dim // num_heads
+        self.token_embedding = ReversibleEmbedding(
+            vocabulary_size,
+            hidden_dim,
+            tie_weights=tie_embeddings,
+            embeddings_initializer=keras.initializers.RandomNormal(
+                stddev=hidden_dim**-0.5
+            ),
+            dtype=self.dtype_policy,
+            name="token_embedding",
+        )
+        self.position_encoding = SinePositionEncoding(
+            dtype=self.dtype_policy, name="position_encoding"
+        )
+        self.embedding_dropout = keras.layers.Dropout(
+            dropout, dtype=self.dtype_policy, name="embedding_dropout"
+        )
+        self.decoder_layers = [
+            TransformerDecoder(
+                intermediate_dim=intermediate_dim,
+                num_heads=num_heads,
+                dropout=dropout,
+                layer_norm_epsilon=layer_norm_epsilon,
+                dtype=self.dtype_policy,
+                name=f"decoder_layer_{i}",
+            )
+            for i in range(num_layers)
+        ]
+
+    def build(self, decoder_tokens_shape, memory_shape=None, *args, **kwargs):
+        self.token_embedding.build(decoder_tokens_shape)
+        sequence_shape = tuple(decoder_tokens_shape) + (self.hidden_dim,)
+        self.position_encoding.build(sequence_shape)
+        memory_shape = memory_shape or (None, None, self.hidden_dim)
+        for layer in self.decoder_layers:
+            layer.build(sequence_shape, memory_shape)
+        self.built = True
+
+    def embed(self, tokens, start_index=0, training=False):
+        """float [B,S,D]: scaled token embeddings + sinusoids from `start_index`."""
+        x = self.token_embedding(tokens)
+        x = x * ops.cast(math.sqrt(self.hidden_dim), x.dtype)
+        x = x + self.position_encoding(x, start_index=start_index)
+        return self.embedding_dropout(x, training=training)
+
+    def logits(self, hidden):
+        """float32 [..., V] from decoder states [..., D]."""
+        return ops.cast(self.token_embedding(hidden, reverse=True), "float32")
+
+    def call(
+        self,
+        decoder_tokens,
+        memory,
+        memory_mask=None,
+        decoder_padding_mask=None,
+        training=False,
+    ):
+        x = self.embed(decoder_tokens, training=training)
+        memory_mask = None if memory_mask is None else as_bool_mask(memory_mask)
+        for layer in self.decoder_layers:
+            x = layer(
+                x,
+                encoder_sequence=memory,
+                decoder_padding_mask=decoder_padding_mask,
+                encoder_padding_mask=memory_mask,
+                training=training,
+            )
+        return self.logits(x)
+
+    def cross_attention_caches(self, memory):
+        """float [B,L,2,M,H,Dh]: every layer's cross-attention keys and values."""
+        caches = []
+        for layer in self.decoder_layers:
+            attention = layer._cross_attention_layer
+            key = attention._key_dense(memory)
+            value = attention._value_dense(memory)
+            caches.append(ops.stack([key, value], axis=1))
+        return ops.stack(caches, axis=1)
+
+    def empty_self_attention_caches(self, batch_size, max_length):
+        """float zeros [B,L,2,max_length,H,Dh] in the compute dtype."""
+        return ops.zeros(
+            (
+                batch_size,
+                self.num_layers,
+                2,
+                max_length,
+                self.num_heads,
+                self.head_dim,
+            ),
+            dtype=self.compute_dtype,
+        )
+
+    def call_cached(
+        self, tokens, index, memory, self_caches, cross_caches, memory_mask=None
+    ):
+        """Decodes the positions `index..index+S_new-1` with caches.
+
+        Args:
+            tokens: int [B,S_new] (usually S_new = 1).
+            index: int scalar, the position of `tokens[:, 0]`.
+            memory: float [B,M,D] (only its shape and mask are used: the
+                keys and values come from `cross_caches`).
+            self_caches: float [B,L,2,S_max,H,Dh] from
+                `empty_self_attention_caches` (positions < index filled).
+            cross_caches: float [B,L,2,M,H,Dh] from `cross_attention_caches`.
+            memory_mask: optional bool [B,M].
+
+        Returns:
+            `(hidden [B,S_new,D], logits float32 [B,S_new,V], self_caches)`.
+        """
+        x = self.embed(tokens, start_index=index)
+        memory_mask = None if memory_mask is None else as_bool_mask(memory_mask)
+        updated = []
+        for i, layer in enumerate(self.decoder_layers):
+            x, self_cache, _ = layer(
+                x,
+                encoder_sequence=memory,
+                encoder_padding_mask=memory_mask,
+                self_attention_cache=self_caches[:, i],
+                self_attention_cache_update_index=index,
+                cross_attention_cache=cross_caches[:, i],
+                cross_attention_cache_update_index=None,
+            )
+            updated.append(self_cache)
+        return x, self.logits(x), ops.stack(updated, axis=1)
+
+    def compute_output_shape(self, decoder_tokens_shape, *args, **kwargs):
+        return tuple(decoder_tokens_shape) + (self.vocabulary_size,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "hidden_dim": self.hidden_dim,
+                "num_layers": self.num_layers,
+                "num_heads": self.num_heads,
+                "intermediate_dim": self.intermediate_dim,
+                "dropout": self.dropout,
+                "tie_embeddings": self.tie_embeddings,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+            }
+        )
+        return config

@@ -1,0 +1,66 @@
+"""Fields every recipe config shares: data, vocabulary and optimisation.
+
+A recipe is a module `recipes/<name>.py` with:
+
+- `DEFAULT_DATASET`: the folder name under ../shared/data it trains on;
+- `Config`: a frozen dataclass subclassing `RecipeConfig`;
+- `CONFIGS`: `{"tiny": Config(...), "paper": Config(...), ...}`;
+- `build_model(config, vocabulary_size) -> keras.Model` (not compiled);
+- `make_dataset(config, source, vocabulary, *, training, seed=0, cache=None,
+  max_examples=None) -> tf.data.Dataset` of `(inputs, labels, sample_weight)`
+  batches of `config.batch_size` (`training=True`: shuffled and repeated;
+  False: one pass, in order);
+- optionally `loss(config)` (default: label-smoothed token cross-entropy) and
+  `metrics(config)` (default: masked token accuracy).
+
+Library code never imports recipes; `keras_hsum.training.train` and the CLI
+take a recipe module and a config.
+"""
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class RecipeConfig:
+    """Data, vocabulary and optimisation fields shared by every recipe.
+
+    Attributes:
+        dataset: default corpus folder (../shared/data/<dataset>).
+        vocabulary_size: SentencePiece pieces trained on the corpus.
+        batch_size: global batch size (split across replicas).
+        epochs: training epochs.
+        steps_per_epoch: optimizer steps per epoch (the train set repeats).
+        validation_steps: validation batches per epoch (None: the whole split).
+        optimizer: "adam" (Noam schedule) or "adagrad" (constant rate).
+        learning_rate: Noam: peak factor (lr = learning_rate · D^-0.5 ·
+            min(step^-0.5, step·warmup^-1.5)); adagrad: the rate.
+        warmup_steps: Noam warm-up steps.
+        label_smoothing: ε of the token cross-entropy.
+        clipnorm: global gradient-norm clipping (None: off).
+        backup_every_steps: BackupAndRestore saves every this many steps.
+        max_train_examples, max_val_examples: use only the first examples.
+        seed: shuffling and initialisation seed.
+    """
+
+    dataset: str = "qmsum_goldspan"
+    vocabulary_size: int = 8000
+    batch_size: int = 8
+    epochs: int = 10
+    steps_per_epoch: int = 100
+    validation_steps: int | None = None
+    optimizer: str = "adam"
+    learning_rate: float = 2.0
+    warmup_steps: int = 4000
+    label_smoothing: float = 0.1
+    clipnorm: float | None = 2.0
+    backup_every_steps: int = 50
+    max_train_examples: int | None = None
+    max_val_examples: int | None = None
+    seed: int = 0
+
+    def replace(self, **changes):
+        """A copy with `changes` (frozen dataclasses are immutable)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self):
+        return dataclasses.asdict(self)

@@ -1,0 +1,147 @@
+"""Shared checks for recipe models (both backends).
+
+- `assert_step_matches_call`: decoding one token at a time through
+  `encode`/`initial_cache`/`step` gives the teacher-forced logits (the
+  decoding contract of `keras_hsum.models.summarizer`), eagerly and, on
+  TensorFlow, inside one `tf.function` (jit_compile when asked).
+- `assert_save_reload`: a `.keras` round trip gives the same outputs.
+- `memorize`: fits a compiled model on a few examples for a number of
+  epochs and returns the final masked token accuracy, measured by an
+  independent numpy argmax over `model.predict` (not by Keras' metric).
+- `real_batch`: a batch of real bundled examples for a recipe.
+"""
+
+import os
+
+import keras
+import numpy as np
+from keras import ops
+
+
+def to_numpy(x):
+    return np.asarray(ops.convert_to_numpy(x))
+
+
+def _tree_map(fn, tree):
+    if isinstance(tree, dict):
+        return {k: _tree_map(fn, v) for k, v in tree.items()}
+    if isinstance(tree, (tuple, list)):
+        return type(tree)(_tree_map(fn, v) for v in tree)
+    return fn(tree)
+
+
+def real_positions(inputs, pad_id=0):
+    """bool [B,S]: real decoder positions (padding after the target is not
+    decoded, so only these must agree)."""
+    tokens = np.asarray(inputs["decoder_tokens"])
+    real = tokens != pad_id
+    real[:, 0] = True
+    return real
+
+
+def decode_teacher_forced(model, inputs, length):
+    """Runs `step` `length` times on `inputs["decoder_tokens"]`; returns
+    (logits [B,length,V'] numpy, list of aux dicts (numpy))."""
+    memory = model.encode(inputs)
+    cache = model.initial_cache(memory, length)
+    tokens = ops.convert_to_tensor(inputs["decoder_tokens"])
+    logits, auxes = [], []
+    for index in range(length):
+        step_logits, cache, aux = model.step(tokens[:, index], index, cache)
+        logits.append(to_numpy(step_logits))
+        auxes.append(_tree_map(to_numpy, aux))
+    return np.stack(logits, axis=1), auxes
+
+
+def assert_step_matches_call(model, inputs, atol=1e-4, check_aux_keys=True):
+    """`step` one token at a time == teacher-forced `call` (within atol)."""
+    length = int(np.shape(inputs["decoder_tokens"])[1])
+    full = to_numpy(model(inputs, training=False))
+    stepped, auxes = decode_teacher_forced(model, inputs, length)
+    assert stepped.shape == full.shape, (stepped.shape, full.shape)
+    real = real_positions(inputs)
+    np.testing.assert_allclose(stepped[real], full[real], atol=atol, rtol=1e-4)
+    if check_aux_keys:
+        keys = {tuple(sorted(aux)) for aux in auxes}
+        assert len(keys) == 1, f"aux keys change between steps: {keys}"
+        assert "paragraph_attention" in auxes[0]
+        for aux in auxes:
+            for name, value in aux.items():
+                assert np.all(np.isfinite(value)), name
+    return full, stepped, auxes
+
+
+def assert_step_matches_call_in_graph(model, inputs, atol=1e-4, jit_compile=False):
+    """On TensorFlow: the whole step loop inside one tf.function."""
+    if keras.backend.backend() != "tensorflow":
+        return
+    import tensorflow as tf
+
+    length = int(np.shape(inputs["decoder_tokens"])[1])
+
+    @tf.function(jit_compile=jit_compile)
+    def run(inputs):
+        memory = model.encode(inputs)
+        cache = model.initial_cache(memory, length)
+        logits = []
+        for index in range(length):
+            step_logits, cache, _ = model.step(
+                inputs["decoder_tokens"][:, index], tf.constant(index), cache
+            )
+            logits.append(step_logits)
+        return tf.stack(logits, axis=1)
+
+    full = to_numpy(model(inputs, training=False))
+    real = real_positions(inputs)
+    np.testing.assert_allclose(to_numpy(run(inputs))[real], full[real], atol=atol, rtol=1e-4)
+
+
+def assert_save_reload(model, inputs, tmp_path, atol=1e-5):
+    """Saves to `.keras`, reloads, and compares outputs."""
+    expected = _tree_map(to_numpy, model(inputs, training=False))
+    path = os.path.join(str(tmp_path), "model.keras")
+    model.save(path)
+    restored = keras.models.load_model(path)
+    actual = _tree_map(to_numpy, restored(inputs, training=False))
+    flat_expected = expected if isinstance(expected, dict) else {"out": expected}
+    flat_actual = actual if isinstance(actual, dict) else {"out": actual}
+    for name in flat_expected:
+        np.testing.assert_allclose(
+            flat_actual[name], flat_expected[name], atol=atol, err_msg=name
+        )
+    return restored
+
+
+def masked_token_accuracy(logits, labels, weights):
+    """numpy: fraction of weighted positions whose argmax equals the label."""
+    predicted = np.argmax(np.asarray(logits), axis=-1)
+    weights = np.asarray(weights, dtype=bool)
+    return float(np.mean(predicted[weights] == np.asarray(labels)[weights]))
+
+
+def memorize(model, inputs, labels, weights, epochs, batch_size=None, loss=None,
+             learning_rate=3e-3):
+    """Fits on (inputs, labels, weights) for `epochs`; returns the token
+    accuracy of the fitted model on the same data (dropout off)."""
+    from keras_hsum.models import LabelSmoothedCrossEntropy
+
+    model.compile(
+        optimizer=keras.optimizers.Adam(learning_rate, clipnorm=1.0),
+        loss=loss or LabelSmoothedCrossEntropy(0.0),
+    )
+    model.fit(inputs, labels, sample_weight=weights, epochs=epochs,
+              batch_size=batch_size, verbose=0, shuffle=False)
+    logits = model.predict(inputs, batch_size=batch_size, verbose=0)
+    if isinstance(logits, dict):
+        logits = logits["logits"]
+    return masked_token_accuracy(logits, labels, weights)
+
+
+def real_batch(recipe, config, vocabulary, examples, count):
+    """numpy (inputs, labels, weights) of the first `count` real `examples`
+    through `recipe.make_dataset` (one batch of `count`)."""
+    config = config.replace(batch_size=count)
+    dataset = recipe.make_dataset(config, list(examples), vocabulary, training=False,
+                                  max_examples=count)
+    batch = next(iter(dataset))
+    return _tree_map(lambda t: t.numpy(), batch)

@@ -1,0 +1,80 @@
+"""FlatTransformer: decoding contract, save/reload, memorisation on real data."""
+
+import numpy as np
+import pytest
+
+from keras_hsum.models import FlatTransformer
+from model_test_case import assert_save_reload
+from model_test_case import assert_step_matches_call
+from model_test_case import assert_step_matches_call_in_graph
+from model_test_case import memorize
+from model_test_case import real_batch
+
+
+def small_model(**overrides):
+    options = dict(vocabulary_size=60, hidden_dim=16, num_heads=2, intermediate_dim=32,
+                   num_encoder_layers=1, num_decoder_layers=2, dropout=0.0)
+    options.update(overrides)
+    return FlatTransformer(**options)
+
+
+def random_inputs(seed=0, batch=2, source=9, target=6, vocabulary=60):
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(4, vocabulary, (batch, source)).astype("int32")
+    tokens[1, source // 2:] = 0
+    decoder = rng.integers(4, vocabulary, (batch, target)).astype("int32")
+    decoder[:, 0] = 2
+    decoder[1, target - 2:] = 0
+    return {"tokens": tokens, "token_mask": tokens != 0, "decoder_tokens": decoder}
+
+
+def test_step_equals_teacher_forcing():
+    model = small_model()
+    inputs = random_inputs()
+    assert_step_matches_call(model, inputs)
+    assert_step_matches_call_in_graph(model, inputs)
+
+
+def test_hierarchical_input_is_read_flat():
+    model = small_model()
+    inputs = random_inputs(source=12)
+    nested = dict(inputs)
+    nested["tokens"] = inputs["tokens"].reshape(2, 3, 4)
+    nested["token_mask"] = inputs["token_mask"].reshape(2, 3, 4)
+    np.testing.assert_allclose(np.asarray(model(nested)), np.asarray(model(inputs)), atol=1e-6)
+
+
+def test_source_padding_does_not_change_outputs():
+    model = small_model()
+    inputs = random_inputs()
+    padded = dict(inputs)
+    padded["tokens"] = np.pad(inputs["tokens"], ((0, 0), (0, 5)))
+    padded["token_mask"] = np.pad(inputs["token_mask"], ((0, 0), (0, 5)))
+    np.testing.assert_allclose(np.asarray(model(padded)), np.asarray(model(inputs)), atol=1e-5)
+
+
+def test_missing_decoder_tokens_is_a_clear_error():
+    model = small_model()
+    inputs = random_inputs()
+    del inputs["decoder_tokens"]
+    with pytest.raises(ValueError, match="decoder_tokens"):
+        model(inputs)
+
+
+def test_save_reload(tmp_path):
+    model = small_model()
+    inputs = random_inputs()
+    model(inputs)
+    assert_save_reload(model, inputs, tmp_path)
+
+
+@pytest.mark.tensorflow_only
+def test_memorizes_eight_real_examples(vocabulary, real_examples):
+    import recipes.flat as recipe
+
+    config = recipe.CONFIGS["tiny"].replace(max_source_length=128, max_target_length=32)
+    inputs, labels, weights = real_batch(
+        recipe, config, vocabulary, real_examples("qmsum_goldspan", "train"), 8)
+    model = recipe.build_model(config.replace(dropout=0.0), vocabulary.vocabulary_size)
+    accuracy = memorize(model, inputs, labels, weights, epochs=150, batch_size=8)
+    assert accuracy >= 0.95, accuracy
