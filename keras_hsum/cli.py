@@ -4,9 +4,12 @@
     keras-hsum vocab  --data D --out F   train a SentencePiece vocabulary on a corpus
     keras-hsum structure --data D --vocab F --family paragraphs
                                          structure a corpus, print shapes and truncation
+    keras-hsum train --recipe pht --config tiny [--data D] --out runs/pht
+                     [--strategy default|mirrored|multi_worker] [--set key=value ...]
+                                         train a recipe; run again to resume
 
-Commands for training, export, summarizing and evaluation arrive with the
-issues that build those parts.
+Commands for export, summarizing and evaluation arrive with the issues that
+build those parts.
 """
 
 import argparse
@@ -73,6 +76,89 @@ def _structure(args):
     return 0
 
 
+def parse_overrides(config, assignments):
+    """`["epochs=3", "dropout=0.0"]` → a copy of the frozen `config`.
+
+    Values are parsed with the type of the dataclass field's default
+    (int, float, bool, str; "none" gives None).
+    """
+    import dataclasses
+
+    fields = {field.name: field for field in dataclasses.fields(config)}
+    changes = {}
+    for assignment in assignments or ():
+        name, separator, text = assignment.partition("=")
+        name = name.strip().replace("-", "_")
+        if not separator or name not in fields:
+            raise ValueError(
+                f"--set expects key=value with key one of {sorted(fields)}; "
+                f"received {assignment!r}."
+            )
+        current = getattr(config, name)
+        if text.lower() in ("none", "null"):
+            value = None
+        elif isinstance(current, bool):
+            if text.lower() not in ("true", "false", "1", "0"):
+                raise ValueError(f"--set {name} expects true/false, received {text!r}.")
+            value = text.lower() in ("true", "1")
+        elif isinstance(current, int):
+            value = int(text)
+        elif isinstance(current, float):
+            value = float(text)
+        elif current is None:
+            try:
+                value = int(text)
+            except ValueError:
+                try:
+                    value = float(text)
+                except ValueError:
+                    value = text
+        else:
+            value = text
+        changes[name] = value
+    return dataclasses.replace(config, **changes)
+
+
+def _train(args):
+    import recipes
+    from keras_hsum.training import NonFiniteLossError
+    from keras_hsum.training import train
+
+    try:
+        recipe = recipes.get(args.recipe)
+        config = parse_overrides(recipes.config(args.recipe, args.config), args.set)
+        if args.epochs is not None:
+            config = config.replace(epochs=args.epochs)
+        if args.steps_per_epoch is not None:
+            config = config.replace(steps_per_epoch=args.steps_per_epoch)
+        result = train(
+            recipe,
+            config,
+            out=args.out,
+            data=args.data,
+            strategy=args.strategy,
+            recipe_name=args.recipe,
+            config_name=args.config,
+            max_minutes=args.max_minutes,
+            verbose=0 if args.quiet else 1,
+        )
+    except (ValueError, NonFiniteLossError) as error:
+        print(f"keras-hsum train: error: {error}", file=sys.stderr)
+        return 1
+    last = {key: values[-1] for key, values in result.history.items() if values}
+    print(
+        f"Trained {args.recipe}/{args.config} for {result.steps} steps into "
+        f"{result.out}"
+        + (f" (time budget reached)" if result.stopped_early else "")
+        + "; last epoch: "
+        + ", ".join(
+            f"{key} {value:.4f}" for key, value in sorted(last.items())
+            if key not in ("epoch", "seconds", "step")
+        )
+    )
+    return 0
+
+
 def _demo(args):
     from keras_hsum import demo
 
@@ -111,6 +197,32 @@ def build_parser():
     struct.add_argument("--max-tokens", type=int, default=100, help="T")
     struct.add_argument("--limit", type=int, default=0, help="stop after N examples")
     struct.set_defaults(handler=_structure)
+
+    trainer = commands.add_parser(
+        "train", help="train a recipe (resumes when --out holds a run)"
+    )
+    trainer.add_argument("--recipe", required=True, help="e.g. pht, ht, flat, seal")
+    trainer.add_argument("--config", default="tiny", help="tiny | paper | ...")
+    trainer.add_argument(
+        "--data", default=None,
+        help="folder with train/val JSONL, or one JSONL file (default: the "
+        "recipe's corpus under ../shared/data or the bundled sample)",
+    )
+    trainer.add_argument("--out", required=True, help="run folder")
+    trainer.add_argument(
+        "--strategy", default="default", choices=["default", "mirrored", "multi_worker"]
+    )
+    trainer.add_argument("--epochs", type=int, default=None)
+    trainer.add_argument("--steps-per-epoch", type=int, default=None)
+    trainer.add_argument(
+        "--set", action="append", metavar="KEY=VALUE",
+        help="override a config field (repeatable), e.g. --set dropout=0.0",
+    )
+    trainer.add_argument(
+        "--max-minutes", type=float, default=None, help="stop after this much time"
+    )
+    trainer.add_argument("--quiet", action="store_true", help="no progress bar")
+    trainer.set_defaults(handler=_train)
     return parser
 
 

@@ -1,0 +1,24 @@
+"""TensorFlow-side training: strategies, the multi-worker loop, schedules,
+callbacks (see `keras_hsum.training.trainer`)."""
+
+from keras_hsum.training.callbacks import NonFiniteLossError
+from keras_hsum.training.callbacks import NonFiniteLossGuard
+from keras_hsum.training.callbacks import TimeBudget
+from keras_hsum.training.callbacks import TrainingBackup
+from keras_hsum.training.schedules import NoamSchedule
+from keras_hsum.training.trainer import TrainResult
+from keras_hsum.training.trainer import make_strategy
+from keras_hsum.training.trainer import resolve_data
+from keras_hsum.training.trainer import train
+
+__all__ = [
+    "NoamSchedule",
+    "NonFiniteLossError",
+    "NonFiniteLossGuard",
+    "TimeBudget",
+    "TrainResult",
+    "TrainingBackup",
+    "make_strategy",
+    "resolve_data",
+    "train",
+]

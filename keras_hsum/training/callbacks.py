@@ -1,0 +1,182 @@
+"""Training callbacks: NaN guard, crash-safe backups, time budget."""
+
+import json
+import math
+import os
+import time
+
+import keras
+import numpy as np
+
+
+class NonFiniteLossError(RuntimeError):
+    """Raised when the training loss becomes NaN or infinite."""
+
+
+def _atomic_write_json(path, value):
+    temporary = f"{path}.tmp"
+    with open(temporary, "w") as file:
+        json.dump(value, file)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(temporary, path)
+
+
+class NonFiniteLossGuard(keras.callbacks.Callback):
+    """Stops training with `NonFiniteLossError` at the first NaN/inf loss.
+
+    Put it first in the callback list: it raises before any later callback
+    (backups, checkpoints) can write the broken weights, so the last good
+    backup survives. The message names the global step (optimizer
+    iterations) and the epoch.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self._epoch = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is None:
+            return
+        loss = float(np.asarray(loss))
+        if not math.isfinite(loss):
+            step = int(np.asarray(self.model.optimizer.iterations))
+            raise NonFiniteLossError(
+                f"The training loss became {loss} at step {step} (epoch "
+                f"{self._epoch + 1}, batch {batch + 1}). Training stopped; the "
+                "last backup and checkpoints were not overwritten. Lower the "
+                "learning rate, enable clipping (clipnorm) or check the data, "
+                "then run the same command again to resume from the backup."
+            )
+
+
+class TrainingBackup(keras.callbacks.Callback):
+    """Crash-safe backups that resume in the middle of an epoch.
+
+    Every `save_every_steps` optimizer steps and at every epoch end it writes
+    the model and optimizer weights and `{"step": ..., "epoch": ...}` to
+    `backup_dir`, each through a temporary file and an atomic rename, so a
+    `kill -9` at any moment leaves the previous complete backup in place.
+    `restore(model)` loads it and returns the step to resume from; the
+    trainer then skips the batches already consumed (its data pipeline is
+    deterministic) and trains the rest of the epoch, so an interrupted run
+    ends at the same total step count as an uninterrupted one.
+
+    Unlike `keras.callbacks.BackupAndRestore` (which restarts the
+    interrupted epoch from its first batch), nothing is trained twice.
+    """
+
+    WEIGHTS = "backup.weights.h5"
+    STATE = "backup.json"
+
+    def __init__(self, backup_dir, save_every_steps=50):
+        super().__init__()
+        self.backup_dir = backup_dir
+        self.save_every_steps = save_every_steps
+        self._epoch = 0
+
+    @classmethod
+    def saved_state(cls, backup_dir):
+        """`{"step", "epoch"}` of the last complete backup, or None."""
+        state_path = os.path.join(backup_dir, cls.STATE)
+        weights_path = os.path.join(backup_dir, cls.WEIGHTS)
+        if not (os.path.exists(state_path) and os.path.exists(weights_path)):
+            return None
+        with open(state_path) as file:
+            return json.load(file)
+
+    @classmethod
+    def restore(cls, model, backup_dir):
+        """Loads the last backup into a built, compiled `model`.
+
+        Returns:
+            The global step of the backup (0 when there is none).
+        """
+        state = cls.saved_state(backup_dir)
+        if state is None:
+            return 0
+        if model.optimizer is not None and not model.optimizer.built:
+            model.optimizer.build(model.trainable_variables)
+        model.load_weights(os.path.join(backup_dir, cls.WEIGHTS))
+        return int(state["step"])
+
+    def save(self):
+        os.makedirs(self.backup_dir, exist_ok=True)
+        step = int(np.asarray(self.model.optimizer.iterations))
+        weights = os.path.join(self.backup_dir, self.WEIGHTS)
+        # Keras decides the format from the suffix: keep ".weights.h5".
+        temporary = os.path.join(self.backup_dir, "incomplete.weights.h5")
+        self.model.save_weights(temporary, overwrite=True)
+        os.replace(temporary, weights)
+        _atomic_write_json(
+            os.path.join(self.backup_dir, self.STATE),
+            {"step": step, "epoch": self._epoch},
+        )
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = int(np.asarray(self.model.optimizer.iterations))
+        if self.save_every_steps and step % self.save_every_steps == 0:
+            self.save()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._epoch = epoch + 1
+        self.save()
+
+
+class TimeBudget(keras.callbacks.Callback):
+    """Stops training (cleanly, after the current batch) after `minutes`."""
+
+    def __init__(self, minutes):
+        super().__init__()
+        self.minutes = minutes
+        self.stopped_at_step = None
+        self._start = None
+
+    def on_train_begin(self, logs=None):
+        if self._start is None:
+            self._start = time.monotonic()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if time.monotonic() - self._start > 60.0 * self.minutes:
+            self.model.stop_training = True
+            self.stopped_at_step = int(np.asarray(self.model.optimizer.iterations))
+
+
+class EpochCheckpoint(keras.callbacks.Callback):
+    """Writes `model.keras` (the last epoch) and `best.keras` (lowest
+    `monitor`) in `directory`, atomically, at every epoch end."""
+
+    def __init__(self, directory, monitor="val_loss"):
+        super().__init__()
+        self.directory = directory
+        self.monitor = monitor
+        self.best = math.inf
+        state = os.path.join(directory, "best.json")
+        if os.path.exists(state):
+            with open(state) as file:
+                self.best = json.load(file)["value"]
+
+    def _save(self, name):
+        path = os.path.join(self.directory, name)
+        temporary = os.path.join(self.directory, f"incomplete-{name}")
+        self.model.save(temporary)
+        os.replace(temporary, path)
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        self._save("model.keras")
+        value = logs.get(self.monitor)
+        if value is not None and float(value) < self.best:
+            self.best = float(value)
+            self._save("best.keras")
+            _atomic_write_json(
+                os.path.join(self.directory, "best.json"),
+                {"value": self.best, "epoch": epoch + 1, "monitor": self.monitor},
+            )

@@ -1,0 +1,401 @@
+"""Train a recipe with `model.fit` under a tf.distribute strategy.
+
+`train(recipe, config, out=...)` does everything `keras-hsum train` does:
+
+1. resolves the data (a folder with train/val splits, one JSONL file, or
+   the recipe's default corpus) and writes the resolved config to
+   `out/config.json` (a second run with the same folder must use the same
+   config: it resumes);
+2. trains (or reloads) the SentencePiece vocabulary → `out/vocabulary.model`;
+3. builds the recipe's datasets, and model + optimizer + loss inside
+   `strategy.scope()`;
+4. restores the last backup (`out/backup/`) and fits the remaining steps
+   with a progress bar, TensorBoard logs (`out/logs/`), `out/history.json`,
+   `out/model.keras` (last epoch) and `out/best.keras` (lowest val_loss).
+
+Strategies: "default" (one device), "mirrored" (`MirroredStrategy` over the
+local GPUs, or over the logical CPU devices when there are several) and
+"multi_worker" (`MultiWorkerMirroredStrategy` from `TF_CONFIG`, trained
+with `keras_hsum.training.distributed.custom_fit`, since Keras 3's
+`model.fit` does not run under it: keras-team/keras#20585).
+"""
+
+import dataclasses
+import glob
+import json
+import os
+import time
+
+import keras
+import tensorflow as tf
+
+from keras_hsum.data import corpora
+from keras_hsum.data.reader import read_examples
+from keras_hsum.data.vocabulary import Vocabulary
+from keras_hsum.data.vocabulary import corpus_sentences
+from keras_hsum.models.losses import LabelSmoothedCrossEntropy
+from keras_hsum.training.callbacks import EpochCheckpoint
+from keras_hsum.training.callbacks import NonFiniteLossGuard
+from keras_hsum.training.callbacks import TimeBudget
+from keras_hsum.training.callbacks import TrainingBackup
+from keras_hsum.training.schedules import NoamSchedule
+
+STRATEGIES = ("default", "mirrored", "multi_worker")
+_SPLIT_NAMES = {"train": ("train",), "val": ("val", "validation", "dev")}
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What a training run produced.
+
+    Attributes:
+        out: the run folder.
+        steps: optimizer steps taken in total (resumed runs included).
+        history: `{metric: [value per epoch]}` over all epochs of the run.
+        model: the trained model.
+        vocabulary: the run's `Vocabulary`.
+        stopped_early: True when the time budget stopped training.
+    """
+
+    out: str
+    steps: int
+    history: dict
+    model: object
+    vocabulary: object
+    stopped_early: bool = False
+
+
+def _split_file(folder, split):
+    for name in _SPLIT_NAMES[split]:
+        for suffix in (".jsonl.gz", ".jsonl", ".json.gz", ".json"):
+            path = os.path.join(folder, name + suffix)
+            if os.path.exists(path):
+                return path
+    return None
+
+
+def resolve_data(data, dataset, validation_fraction=0.1):
+    """The (train, validation) sources of a run.
+
+    Args:
+        data: None (the recipe's default corpus `dataset`, found by
+            `keras_hsum.data.corpora.corpus_path`), a folder holding
+            `train.jsonl[.gz]` and `val.jsonl[.gz]`, or one JSONL/text file
+            (its last `validation_fraction` of examples validate).
+        dataset: the recipe's default corpus name.
+
+    Returns:
+        `(train, validation)`: paths, or lists of `Example` for a split file.
+    """
+    if data is None:
+        return corpora.corpus_path(dataset, "train"), corpora.corpus_path(dataset, "val")
+    if os.path.isdir(data):
+        train = _split_file(data, "train")
+        val = _split_file(data, "val")
+        if train is None:
+            raise ValueError(
+                f"--data folder {data!r} has no train split: expected "
+                f"train.jsonl or train.jsonl.gz, found {sorted(os.listdir(data))}."
+            )
+        if val is None:
+            return _split_examples(train, validation_fraction)
+        return train, val
+    if os.path.isfile(data):
+        return _split_examples(data, validation_fraction)
+    raise ValueError(
+        f"--data {data!r} is neither a folder nor a file. Give a folder with "
+        "train/val JSONL splits, one JSONL file, or omit it to use the "
+        f"recipe's default corpus ({dataset})."
+    )
+
+
+def _split_examples(path, validation_fraction):
+    examples = list(read_examples(path))
+    if len(examples) < 2:
+        raise ValueError(
+            f"{path!r} holds {len(examples)} example(s); training needs at least "
+            "2 (one to train, one to validate)."
+        )
+    held_out = max(1, int(round(len(examples) * validation_fraction)))
+    return examples[:-held_out], examples[-held_out:]
+
+
+def load_or_train_vocabulary(out, train_source, vocabulary_size):
+    """`out/vocabulary.model`, trained on the training split when missing."""
+    path = os.path.join(out, "vocabulary.model")
+    if os.path.exists(path):
+        return Vocabulary.load(path)
+    examples = (
+        train_source if isinstance(train_source, list) else read_examples(train_source)
+    )
+    vocabulary = Vocabulary.train(
+        corpus_sentences(examples), vocabulary_size=vocabulary_size
+    )
+    vocabulary.save(path)
+    return vocabulary
+
+
+def make_strategy(kind):
+    """A `tf.distribute.Strategy` for "default", "mirrored" or "multi_worker"."""
+    if kind == "default":
+        return tf.distribute.get_strategy()
+    if kind == "mirrored":
+        gpus = tf.config.list_logical_devices("GPU")
+        cpus = tf.config.list_logical_devices("CPU")
+        if gpus:
+            return tf.distribute.MirroredStrategy()
+        return tf.distribute.MirroredStrategy([device.name for device in cpus])
+    if kind == "multi_worker":
+        if "TF_CONFIG" not in os.environ:
+            raise ValueError(
+                "--strategy multi_worker needs the TF_CONFIG environment "
+                'variable, e.g. {"cluster": {"worker": ["127.0.0.1:12345", '
+                '"127.0.0.1:12346"]}, "task": {"type": "worker", "index": 0}}.'
+            )
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    raise ValueError(f"Unknown strategy {kind!r}; expected one of {list(STRATEGIES)}.")
+
+
+def make_optimizer(config):
+    """Adam with the Noam schedule, or Adagrad, with global-norm clipping."""
+    clip = {"global_clipnorm": config.clipnorm} if config.clipnorm else {}
+    if config.optimizer == "adam":
+        schedule = NoamSchedule(
+            hidden_dim=getattr(config, "hidden_dim", 256),
+            warmup_steps=config.warmup_steps,
+            factor=config.learning_rate,
+        )
+        return keras.optimizers.Adam(
+            learning_rate=schedule, beta_1=0.9, beta_2=0.998, epsilon=1e-9, **clip
+        )
+    if config.optimizer == "adagrad":
+        return keras.optimizers.Adagrad(
+            learning_rate=config.learning_rate, initial_accumulator_value=0.1, **clip
+        )
+    raise ValueError(
+        f"Unknown optimizer {config.optimizer!r}; expected 'adam' or 'adagrad'."
+    )
+
+
+def recipe_loss(recipe, config):
+    if hasattr(recipe, "loss"):
+        return recipe.loss(config)
+    return LabelSmoothedCrossEntropy(config.label_smoothing)
+
+
+def recipe_metrics(recipe, config):
+    if hasattr(recipe, "metrics"):
+        return recipe.metrics(config)
+    return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+
+
+def build_compiled_model(recipe, config, vocabulary_size, sample_inputs):
+    """Builds the recipe's model, runs it once on `sample_inputs` (so that
+    every weight exists before a backup is restored) and compiles it."""
+    model = recipe.build_model(config, vocabulary_size)
+    model(sample_inputs, training=False)
+    model.compile(
+        optimizer=make_optimizer(config),
+        loss=recipe_loss(recipe, config),
+        weighted_metrics=recipe_metrics(recipe, config),
+    )
+    model.optimizer.build(model.trainable_variables)
+    return model
+
+
+def resolved_config(recipe_name, config_name, config, data, strategy):
+    return {
+        "recipe": recipe_name,
+        "config_name": config_name,
+        "config": dataclasses.asdict(config),
+        "data": data if data is None or isinstance(data, str) else str(data),
+        "strategy": strategy,
+    }
+
+
+def _check_or_write_config(out, resolved):
+    path = os.path.join(out, "config.json")
+    if os.path.exists(path):
+        with open(path) as file:
+            previous = json.load(file)
+        ignore = ("strategy",)
+        differences = {
+            key: (previous.get(key), resolved[key])
+            for key in resolved
+            if key not in ignore and previous.get(key) != resolved[key]
+        }
+        if differences.get("config"):
+            old, new = differences.pop("config")
+            differences.update(
+                {
+                    f"config.{name}": (old.get(name), new.get(name))
+                    for name in new
+                    if old.get(name) != new.get(name)
+                }
+            )
+        # Extending a run (more epochs) or changing how often it validates or
+        # backs up does not change what was trained so far.
+        for name in ("config.epochs", "config.validation_steps",
+                     "config.backup_every_steps"):
+            differences.pop(name, None)
+        if differences:
+            raise ValueError(
+                f"{out!r} already holds a run with another configuration "
+                f"(field: (old, new)) {differences}. Run the same command to "
+                "resume it, or choose a new --out."
+            )
+    with open(path, "w") as file:
+        json.dump(resolved, file, indent=2, sort_keys=True)
+
+
+def _history(out):
+    path = os.path.join(out, "history.json")
+    if os.path.exists(path):
+        with open(path) as file:
+            return json.load(file)
+    return {"epochs": []}
+
+
+class _HistoryWriter(keras.callbacks.Callback):
+    def __init__(self, out):
+        super().__init__()
+        self.out = out
+        self.history = _history(out)
+        self._start = time.monotonic()
+
+    def on_epoch_end(self, epoch, logs=None):
+        entry = {"epoch": epoch + 1, "seconds": time.monotonic() - self._start}
+        entry["step"] = int(self.model.optimizer.iterations.numpy())
+        entry.update({key: float(value) for key, value in (logs or {}).items()})
+        self.history["epochs"] = [
+            e for e in self.history["epochs"] if e["epoch"] != epoch + 1
+        ] + [entry]
+        path = os.path.join(self.out, "history.json")
+        with open(f"{path}.tmp", "w") as file:
+            json.dump(self.history, file, indent=1)
+        os.replace(f"{path}.tmp", path)
+
+
+def train(
+    recipe,
+    config,
+    *,
+    out,
+    data=None,
+    strategy="default",
+    recipe_name=None,
+    config_name=None,
+    max_minutes=None,
+    verbose=1,
+    extra_callbacks=(),
+):
+    """Trains `recipe` with `config`; resumes when `out` holds a backup.
+
+    Args:
+        recipe: a recipe module (see `recipes.base`).
+        config: its frozen config (already with any overrides).
+        out: the run folder (created).
+        data: see `resolve_data`.
+        strategy: "default", "mirrored" or "multi_worker".
+        recipe_name, config_name: recorded in `out/config.json`.
+        max_minutes: stop after this much training time (the run is complete:
+            a later run with the same folder continues).
+        verbose: Keras verbosity (1: a progress bar).
+        extra_callbacks: more Keras callbacks (after the built-in ones).
+
+    Returns:
+        A `TrainResult`.
+
+    Raises:
+        NonFiniteLossError: when the loss becomes NaN/inf (the last good
+            backup is kept).
+        ValueError: for bad data, strategy, or a folder holding another run.
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"Unknown strategy {strategy!r}; expected one of {list(STRATEGIES)}.")
+    os.makedirs(out, exist_ok=True)
+    recipe_name = recipe_name or recipe.__name__.rsplit(".", 1)[-1]
+    _check_or_write_config(
+        out, resolved_config(recipe_name, config_name, config, data, strategy)
+    )
+    train_source, val_source = resolve_data(data, config.dataset)
+    vocabulary = load_or_train_vocabulary(out, train_source, config.vocabulary_size)
+    train_data = recipe.make_dataset(
+        config, train_source, vocabulary, training=True, seed=config.seed,
+        cache=True, max_examples=config.max_train_examples,
+    )
+    val_data = recipe.make_dataset(
+        config, val_source, vocabulary, training=False, seed=config.seed,
+        cache=True, max_examples=config.max_val_examples,
+    )
+    if strategy == "multi_worker":
+        from keras_hsum.training.distributed import custom_fit
+
+        return custom_fit(
+            recipe, config, out=out, vocabulary=vocabulary,
+            train_data=train_data, val_data=val_data, verbose=verbose,
+        )
+
+    distribution = make_strategy(strategy)
+    sample_inputs = next(iter(train_data))[0]
+    keras.utils.set_random_seed(config.seed)
+    with distribution.scope():
+        model = build_compiled_model(
+            recipe, config, vocabulary.vocabulary_size, sample_inputs
+        )
+    backup_dir = os.path.join(out, "backup")
+    done = TrainingBackup.restore(model, backup_dir)
+    total = config.epochs * config.steps_per_epoch
+    budget = TimeBudget(max_minutes) if max_minutes else None
+    callbacks = [
+        NonFiniteLossGuard(),
+        TrainingBackup(backup_dir, config.backup_every_steps),
+        EpochCheckpoint(out),
+        _HistoryWriter(out),
+        keras.callbacks.TensorBoard(os.path.join(out, "logs"), update_freq=10),
+    ]
+    if hasattr(recipe, "callbacks"):
+        callbacks += list(recipe.callbacks(config))
+    if budget:
+        callbacks.append(budget)
+    callbacks += list(extra_callbacks)
+    if verbose and done:
+        print(f"Resuming {out} from step {done} of {total}.")
+    # At most two fit calls: the rest of an interrupted epoch, then the
+    # remaining epochs (one iterator, so the in-memory cache is reused).
+    # The pipeline is deterministic, so skipping the batches already
+    # consumed continues exactly where the interrupted run stopped.
+    while done < total and not model.stop_training:
+        epoch = done // config.steps_per_epoch
+        partial = done % config.steps_per_epoch
+        model.fit(
+            train_data.skip(done),
+            initial_epoch=epoch,
+            epochs=epoch + 1 if partial else config.epochs,
+            steps_per_epoch=config.steps_per_epoch - partial,
+            validation_data=val_data,
+            validation_steps=config.validation_steps,
+            callbacks=callbacks,
+            verbose=verbose,
+        )
+        now = int(model.optimizer.iterations.numpy())
+        if now == done:
+            break
+        done = now
+    history = {}
+    for entry in _history(out)["epochs"]:
+        for key, value in entry.items():
+            history.setdefault(key, []).append(value)
+    return TrainResult(
+        out=out,
+        steps=int(model.optimizer.iterations.numpy()),
+        history=history,
+        model=model,
+        vocabulary=vocabulary,
+        stopped_early=bool(budget and budget.stopped_at_step is not None),
+    )
+
+
+def run_folders(root):
+    """Run folders (those with a config.json) under `root`."""
+    return sorted(os.path.dirname(p) for p in glob.glob(os.path.join(root, "*", "config.json")))
