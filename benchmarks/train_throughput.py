@@ -1,0 +1,342 @@
+"""Training throughput of every recipe's paper-size model at 3,000 input tokens.
+
+For each recipe (its `paper` config, with the input resized to 3,000 tokens:
+30 paragraphs x 100 tokens for the hierarchical models, 3,000 tokens for
+FlatTransformer) one subprocess:
+
+1. builds real batches of B examples from ../shared/data/qmsum_general
+   (long meetings, so every model sees full inputs) through the recipe's own
+   `make_dataset`, with a SentencePiece vocabulary trained once on the
+   same corpus;
+2. builds and compiles the model exactly as `keras_hsum.training.train`
+   does (recipe loss, Noam/Adagrad, clipping; Keras' default jit_compile),
+   runs warm-up steps, then times `--steps` calls of `train_on_batch`;
+3. reports input tokens/s (B x 3,000 / median step time) and the peak
+   resident memory of the process.
+
+A second subprocess per recipe runs the same model under KERAS_BACKEND=jax
+only to count its training-step FLOPs with XLA's cost analysis (forward +
+backward of the same loss; the counting needs no timing). Model FLOP/s =
+FLOPs / TF step time, reported as a fraction of this machine's measured
+dense matmul FLOP/s (float32 `tf.matmul` of 2048x2048, best of several
+runs: the practical limit of this CPU).
+
+Targets (issue 4): PHT and HT train at >= 1.5x FlatTransformer's tokens/s at
+3,000 input tokens, and reach >= 40% of the measured matmul FLOP/s.
+
+Usage:
+    python benchmarks/train_throughput.py [--recipes flat,ht,pht] [--batch 2]
+    python benchmarks/train_throughput.py --quick     # small sizes, smoke test
+Writes benchmarks/results/train_throughput[_quick].json and .md.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+DEFAULT_RECIPES = (
+    "flat",
+    "ht",
+    "pht",
+    "extractive_abstractive",
+    "seal",
+    "compressive_abstractive",
+    "discourse",
+)
+
+# Config overrides that give each paper config 3,000 input tokens.
+INPUT_3000 = {
+    "flat": {"max_source_length": 3000},
+    "ht": {"max_paragraphs": 30, "max_paragraph_tokens": 100},
+    "pht": {"max_paragraphs": 30, "max_paragraph_tokens": 100},
+    "extractive_abstractive": {"max_snippets": 30, "max_snippet_tokens": 100},
+    "seal": {"max_snippets": 30, "max_snippet_tokens": 100},
+    "compressive_abstractive": {"max_snippets": 30, "max_snippet_tokens": 100},
+    "discourse": {"max_sections": 6, "max_section_tokens": 500},
+}
+QUICK = {
+    "flat": {"max_source_length": 300},
+    "ht": {"max_paragraphs": 6, "max_paragraph_tokens": 50},
+    "pht": {"max_paragraphs": 6, "max_paragraph_tokens": 50},
+    "extractive_abstractive": {"max_snippets": 6, "max_snippet_tokens": 50},
+    "seal": {"max_snippets": 6, "max_snippet_tokens": 50},
+    "compressive_abstractive": {"max_snippets": 6, "max_snippet_tokens": 50},
+    "discourse": {"max_sections": 3, "max_section_tokens": 100},
+}
+
+
+def _config(name, quick):
+    import recipes
+
+    config = recipes.config(name, "paper")
+    overrides = dict((QUICK if quick else INPUT_3000).get(name, {}))
+    fields = set(config.to_dict())
+    unknown = sorted(set(overrides) - fields)
+    if unknown:
+        raise SystemExit(
+            f"benchmark overrides {unknown} are not fields of recipes.{name}.Config; "
+            f"its fields: {sorted(fields)}. Update INPUT_3000/QUICK."
+        )
+    if quick:
+        for key, value in (("hidden_dim", 64), ("intermediate_dim", 128)):
+            if key in fields:
+                overrides[key] = value
+    return config.replace(**overrides)
+
+
+def _batches(name, config, vocabulary_path, batch, count):
+    import numpy as np
+
+    import recipes
+    from keras_hsum.data import corpora
+    from keras_hsum.data.vocabulary import Vocabulary
+
+    recipe = recipes.get(name)
+    vocabulary = Vocabulary.load(vocabulary_path)
+    dataset = recipe.make_dataset(
+        config.replace(batch_size=batch),
+        corpora.corpus_path("qmsum_general", "train"),
+        vocabulary,
+        training=False,
+        max_examples=batch * count,
+    )
+    out = []
+    for element in dataset.take(count):
+        out.append(
+            tuple(
+                {k: np.asarray(v) for k, v in part.items()}
+                if isinstance(part, dict)
+                else np.asarray(part)
+                for part in element
+            )
+        )
+    return out
+
+
+def _input_tokens(inputs):
+    import numpy as np
+
+    return int(np.prod(inputs["tokens"].shape))
+
+
+def measure_tensorflow(args):
+    """Child: time training steps on TensorFlow."""
+    import numpy as np
+
+    import recipes
+    from keras_hsum.training.trainer import build_compiled_model
+
+    config = _config(args.recipe, args.quick)
+    batches = _batches(args.recipe, config, args.vocabulary, args.batch, 2)
+    recipe = recipes.get(args.recipe)
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    model = build_compiled_model(
+        recipe, config, config.vocabulary_size, batches[0][0]
+    )
+    built = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    times = []
+    for step in range(args.warmup + args.steps):
+        x, y, w = batches[step % len(batches)]
+        start = time.perf_counter()
+        logs = model.train_on_batch(x, y, sample_weight=w, return_dict=True)
+        elapsed = time.perf_counter() - start
+        if step >= args.warmup:
+            times.append(elapsed)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    median = statistics.median(times)
+    tokens = _input_tokens(batches[0][0])
+    return {
+        "recipe": args.recipe,
+        "input_tokens_per_example": tokens // args.batch,
+        "batch": args.batch,
+        "parameters": int(model.count_params()),
+        "step_seconds_median": median,
+        "step_seconds": times,
+        "tokens_per_second": tokens / median,
+        "peak_rss_mib": peak / 1024.0,
+        "peak_growth_mib": (peak - base) / 1024.0,
+        "model_built_rss_mib": built / 1024.0,
+        "loss": float(np.asarray(logs["loss"])),
+        "jit_compile": bool(getattr(model, "jit_compile", False)),
+    }
+
+
+def measure_flops(args):
+    """Child (KERAS_BACKEND=jax): XLA's FLOP count of one training step."""
+    import jax
+    import keras
+
+    import recipes
+    from keras_hsum.training.trainer import recipe_loss
+
+    config = _config(args.recipe, args.quick)
+    batches = _batches(args.recipe, config, args.vocabulary, args.batch, 1)
+    recipe = recipes.get(args.recipe)
+    x, y, w = batches[0]
+    model = recipe.build_model(config, config.vocabulary_size)
+    model(x, training=False)
+    loss_object = recipe_loss(recipe, config)
+
+    def loss_fn(trainable, non_trainable, x, y, w):
+        y_pred, _, losses = model.stateless_call(
+            trainable, non_trainable, x, training=True, return_losses=True
+        )
+        loss = loss_object(y, y_pred, sample_weight=w)
+        for extra in losses:
+            loss = loss + extra
+        return loss
+
+    trainable = [v.value for v in model.trainable_variables]
+    non_trainable = [v.value for v in model.non_trainable_variables]
+    step = jax.jit(jax.value_and_grad(loss_fn))
+    compiled = step.lower(trainable, non_trainable, x, y, w).compile()
+    analysis = compiled.cost_analysis()
+    if isinstance(analysis, (list, tuple)):
+        analysis = analysis[0]
+    del keras
+    return {"recipe": args.recipe, "train_step_flops": float(analysis["flops"])}
+
+
+def measure_matmul(size=2048, repeats=10):
+    """Best dense float32 matmul FLOP/s of this machine (TensorFlow)."""
+    import tensorflow as tf
+
+    a = tf.random.normal((size, size))
+    b = tf.random.normal((size, size))
+    matmul = tf.function(lambda a, b: tf.matmul(a, b))
+    matmul(a, b).numpy()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        matmul(a, b).numpy()
+        best = min(best, time.perf_counter() - start)
+    return 2.0 * size**3 / best
+
+
+def _child(args, backend):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND=backend)
+    if backend == "jax":
+        env["JAX_PLATFORMS"] = "cpu"
+    command = [sys.executable, os.path.abspath(__file__), "--child", backend,
+               "--recipe", args.recipe, "--vocabulary", args.vocabulary,
+               "--batch", str(args.batch), "--steps", str(args.steps),
+               "--warmup", str(args.warmup)]
+    if args.quick:
+        command.append("--quick")
+    result = subprocess.run(command, env=env, capture_output=True, text=True, cwd=ROOT)
+    lines = [l for l in result.stdout.splitlines() if l.startswith("{")]
+    if result.returncode or not lines:
+        return {"recipe": args.recipe, "error": result.stderr.strip().splitlines()[-5:]}
+    return json.loads(lines[-1])
+
+
+def _vocabulary(path):
+    from keras_hsum.data import corpora
+    from keras_hsum.data.reader import read_examples
+    from keras_hsum.data.vocabulary import Vocabulary
+    from keras_hsum.data.vocabulary import corpus_sentences
+
+    examples = read_examples(corpora.corpus_path("qmsum_general", "train"))
+    Vocabulary.train(corpus_sentences(examples), vocabulary_size=8000).save(path)
+
+
+def _table(rows, matmul):
+    flat = next((r for r in rows if r["recipe"] == "flat" and "error" not in r), None)
+    lines = [
+        "| recipe | tokens/example | params | step s | tokens/s | vs flat | "
+        "peak RSS MiB | train-step GFLOP | model GFLOP/s | % of matmul |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['recipe']} | error: {' '.join(r['error'])[-120:]} |" + " |" * 8)
+            continue
+        ratio = r["tokens_per_second"] / flat["tokens_per_second"] if flat else float("nan")
+        flops = r.get("train_step_flops")
+        rate = flops / r["step_seconds_median"] if flops else None
+        lines.append(
+            f"| {r['recipe']} | {r['input_tokens_per_example']} | {r['parameters']:,} | "
+            f"{r['step_seconds_median']:.3f} | {r['tokens_per_second']:.0f} | "
+            f"{ratio:.2f}x | {r['peak_rss_mib']:.0f} | "
+            + (f"{flops / 1e9:.1f} | {rate / 1e9:.1f} | {100 * rate / matmul:.0f}% |"
+               if flops else "n/a | n/a | n/a |")
+        )
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--recipes", default=",".join(DEFAULT_RECIPES))
+    parser.add_argument("--batch", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--no-flops", action="store_true", help="skip the JAX FLOP count")
+    parser.add_argument("--child", choices=["tensorflow", "jax"])
+    parser.add_argument("--recipe")
+    parser.add_argument("--vocabulary")
+    args = parser.parse_args()
+    if args.child == "tensorflow":
+        print(json.dumps(measure_tensorflow(args)))
+        return
+    if args.child == "jax":
+        print(json.dumps(measure_flops(args)))
+        return
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import recipes
+
+    with tempfile.TemporaryDirectory() as folder:
+        args.vocabulary = os.path.join(folder, "vocabulary.model")
+        _vocabulary(args.vocabulary)
+        matmul = measure_matmul()
+        print(f"dense float32 matmul: {matmul / 1e9:.1f} GFLOP/s")
+        rows = []
+        for name in args.recipes.split(","):
+            if name not in recipes.names():
+                print(f"{name}: recipe not available, skipped")
+                continue
+            args.recipe = name
+            row = _child(args, "tensorflow")
+            if "error" not in row and not args.no_flops:
+                row.update({k: v for k, v in _child(args, "jax").items() if k != "recipe"})
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "step_seconds"}))
+    report = {
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
+                    "processor": platform.processor()},
+        "batch": args.batch,
+        "matmul_flops_per_second": matmul,
+        "rows": rows,
+    }
+    table = _table(rows, matmul)
+    print(table)
+    suffix = "_quick" if args.quick else ""
+    os.makedirs(RESULTS, exist_ok=True)
+    with open(os.path.join(RESULTS, f"train_throughput{suffix}.json"), "w") as file:
+        json.dump(report, file, indent=1)
+    with open(os.path.join(RESULTS, f"train_throughput{suffix}.md"), "w") as file:
+        file.write(
+            f"# Training throughput at 3,000 input tokens (paper sizes)\n\n"
+            f"{report['date']}, {report['machine']['platform']}, "
+            f"{report['machine']['cpus']} CPUs; batch {args.batch}; dense matmul "
+            f"{matmul / 1e9:.1f} GFLOP/s (float32 2048^3).\n\n{table}\n"
+        )
+
+
+if __name__ == "__main__":
+    main()
