@@ -8,8 +8,10 @@
                      [--strategy default|mirrored|multi_worker] [--set key=value ...]
                                          train a recipe; run again to resume
 
-Commands for export, summarizing and evaluation arrive with the issues that
-build those parts.
+    keras-hsum evaluate --baseline lead3|lexrank|textrank|oracle --data D --split val
+                                         ROUGE with bootstrap confidence intervals
+
+Commands for export and summarizing arrive with the issue that builds them.
 """
 
 import argparse
@@ -223,6 +225,10 @@ def build_parser():
     )
     trainer.add_argument("--quiet", action="store_true", help="no progress bar")
     trainer.set_defaults(handler=_train)
+
+    from keras_hsum.evaluation import cli as evaluation_cli
+
+    evaluation_cli.add_parser(commands)
     return parser
 
 

@@ -23,11 +23,10 @@ FAMILIES = {
 
 
 def _rouge(prediction, reference):
-    from rouge_score import rouge_scorer
+    from keras_hsum.evaluation import rouge
 
-    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
-    scores = scorer.score(reference, prediction)
-    return {k: round(100 * v.fmeasure, 2) for k, v in scores.items()}
+    scores = rouge.score(prediction, reference, metrics=("rouge1", "rouge2", "rougeL"))
+    return {k: round(100 * v["f1"], 2) for k, v in scores.items()}
 
 
 def _wrap(text, width=100, indent="    "):
@@ -45,13 +44,13 @@ def run(out_dir="demo_out", vocabulary_size=8000):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tqdm
 
-    from keras_hsum.data import labels
     from keras_hsum.data import pipeline
     from keras_hsum.data import structure
     from keras_hsum.data.corpora import sample_path
     from keras_hsum.data.reader import read_jsonl
     from keras_hsum.data.vocabulary import Vocabulary
     from keras_hsum.data.vocabulary import corpus_sentences
+    from keras_hsum.evaluation import baselines
 
     os.makedirs(out_dir, exist_ok=True)
     report = {"dataset": DATASET}
@@ -114,11 +113,10 @@ def run(out_dir="demo_out", vocabulary_size=8000):
         zip(ranked.texts[:3], ranked.features["rank_score"][:3]), start=1
     ):
         print(_wrap(f"{rank}. ({score:.3f}) {text[:220]}...", indent="      "))
-    sentences = example.sentences()
     systems = {
-        "Lead-3": " ".join(sentences[:3]),
+        "Lead-3": " ".join(baselines.lead3(example).sentences),
         "Oracle": " ".join(
-            sentences[i] for i in labels.greedy_oracle(sentences, [example.summary])
+            baselines.oracle(example, references=[example.summary]).sentences
         ),
     }
     print("    Reference abstract:")

@@ -1,0 +1,59 @@
+"""`keras-hsum evaluate`, run as a subprocess on the bundled data."""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from rouge_score import rouge_scorer
+
+from keras_hsum.data.corpora import sample_path
+from keras_hsum.data.reader import read_jsonl
+from keras_hsum.data.sentences import split_sentences
+from keras_hsum.evaluation import cli
+
+
+def test_evaluate_writes_json_report_and_png(tmp_path):
+    data = os.path.dirname(sample_path("qmsum_goldspan", "val"))
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_hsum.evaluation.cli", "evaluate",
+         "--baseline", "lead3", "--baseline", "textrank", "--data", data, "--split", "val",
+         "--max-examples", "12", "--num-resamples", "200",
+         "--out", str(tmp_path / "report.json"), "--plot", str(tmp_path / "chart.png")],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "| lead3 | qmsum | 12 |" in result.stdout
+    reports = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert [r["system"] for r in reports] == ["lead3", "textrank"]
+    examples = list(read_jsonl(sample_path("qmsum_goldspan", "val")))[:12]
+    scorer = rouge_scorer.RougeScorer(["rougeLsum"], use_stemmer=True)
+    for row, example in zip(reports[0]["examples"], examples):
+        assert row["summary"] == "\n".join(example.sentences()[:3])
+        expected = scorer.score("\n".join(split_sentences(example.summary)), row["summary"])
+        assert row["scores"]["rougeLsum"]["f1"] == pytest.approx(expected["rougeLsum"].fmeasure, abs=1e-12)
+    with open(tmp_path / "chart.png", "rb") as handle:
+        assert handle.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def _parse(argv):
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers(dest="command"))
+    return parser.parse_args(argv)
+
+
+def test_model_is_not_available_yet():
+    args = _parse(["evaluate", "--model", "saved_models/ht/1", "--data", "cnndm"])
+    with pytest.raises(cli.ModelNotAvailableError, match="export issue"):
+        cli.run(args)
+
+
+def test_data_resolution(tmp_path):
+    assert cli.resolve_data("scitldr_a", "val").endswith(os.path.join("scitldr_a", "val.jsonl.gz"))
+    folder = os.path.dirname(sample_path("fewsum_yelp", "train"))
+    assert cli.resolve_data(folder, "train") == sample_path("fewsum_yelp", "train")
+    with pytest.raises(FileNotFoundError, match="dataset name"):
+        cli.resolve_data(str(tmp_path / "missing"), "val")
