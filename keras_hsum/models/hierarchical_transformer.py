@@ -1,0 +1,332 @@
+"""HT: Liu & Lapata (2019)'s Hierarchical Transformer for multi-document summarization."""
+
+import math
+
+import keras
+from keras import ops
+from keras_hub.layers import TransformerEncoder
+
+from keras_hsum.layers.global_transformer_layer import GlobalTransformerLayer
+from keras_hsum.layers.hierarchical_position_encoding import (
+    HierarchicalPositionEncoding,
+)
+from keras_hsum.layers.masking import as_bool_mask
+from keras_hsum.layers.masking import masked_softmax
+from keras_hsum.models.summarizer import Summarizer
+from keras_hsum.models.summarizer import decoder_padding_mask
+from keras_hsum.models.summarizer import required
+from keras_hsum.models.transformer_summary_decoder import TransformerSummaryDecoder
+
+LOCAL = "L"
+GLOBAL = "G"
+
+
+@keras.saving.register_keras_serializable(package="keras_hsum")
+class HierarchicalTransformer(Summarizer):
+    """The Hierarchical Transformer (HT) encoder-decoder.
+
+    The P ranked paragraphs of T tokens are embedded with
+    `HierarchicalPositionEncoding` (token embedding·√D + [sinusoid(paragraph
+    rank); sinusoid(token position)], the rank being the paragraph index
+    since paragraphs arrive ranked), then encoded by a stack of layers given
+    by `layer_schedule`, a string over {"L", "G"} read bottom to top:
+
+    - "L", a local layer: a keras-hub `TransformerEncoder` inside every
+      paragraph ([B·P,T,D], token_mask as padding mask);
+    - "G", a global layer: `GlobalTransformerLayer` (multi-head pooling →
+      inter-paragraph attention → context added to every token → FFN); the
+      heads listed in `graph_heads` follow the input `graph` when one is
+      given (graph-informed attention, HT §3.4).
+
+    HT's released configuration is "LLLLLLGG" (6 local then 2 global layers).
+    The decoder (`TransformerSummaryDecoder`) attends over the flattened
+    memory [B,P·T,D] with mask token_mask ∧ paragraph_mask. Source, target
+    and output embeddings are one matrix: the position encoding's token
+    embedding *is* the decoder's public `token_embedding` (the same
+    `ReversibleEmbedding` object, assigned before either is built, so its
+    weights are created once, trained once and saved once).
+
+    Args:
+        vocabulary_size: V.
+        hidden_dim: D (even; divisible by num_heads).
+        num_heads: H of every attention (local, global, decoder).
+        intermediate_dim: FFN width.
+        layer_schedule: encoder layers bottom to top, e.g. "LLLLLLGG".
+        num_decoder_layers: decoder depth.
+        graph_heads: optional list of global-attention head indices that
+            follow the input `graph` (when one is given).
+        dropout: dropout rate.
+        tie_embeddings: tie the output projection to the embedding.
+        pad_id, bos_id, eos_id: special ids.
+
+    Inputs (dict):
+        tokens: int [B,P,T] ranked paragraphs ("paragraphs" family).
+        token_mask: optional bool [B,P,T]; default tokens != pad.
+        paragraph_mask: optional bool [B,P]; default any(token_mask, -1).
+        graph: optional float [B,P,P] (pipeline extra
+            `paragraph_graph(kind)`; only read when `graph_heads` is set).
+        decoder_tokens: int [B,S] (teacher forcing).
+
+    Returns (call):
+        float32 logits [B,S,V].
+
+    Decoding aux: `{"paragraph_attention": float32 [B,P]}`, the last
+    decoder layer's cross-attention probabilities, averaged over heads and
+    summed over each paragraph's tokens (rows sum to 1 over real
+    paragraphs; 0 on padded ones).
+
+    References:
+        Liu & Lapata (2019), Hierarchical Transformers for Multi-Document
+        Summarization, ACL (§3.1-3.4).
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        hidden_dim=256,
+        num_heads=8,
+        intermediate_dim=1024,
+        layer_schedule="LLLLLLGG",
+        num_decoder_layers=6,
+        graph_heads=None,
+        dropout=0.1,
+        tie_embeddings=True,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if not isinstance(layer_schedule, str) or not layer_schedule or set(
+            layer_schedule
+        ) - {LOCAL, GLOBAL}:
+            raise ValueError(
+                f"{self.name}: `layer_schedule` must be a non-empty string of "
+                f"'L' (local) and 'G' (global) layers, e.g. 'LLLLLLGG'; "
+                f"received {layer_schedule!r}."
+            )
+        if hidden_dim % 2 or hidden_dim % num_heads:
+            raise ValueError(
+                f"{self.name}: `hidden_dim` must be even and divisible by "
+                f"`num_heads`; received hidden_dim={hidden_dim}, "
+                f"num_heads={num_heads}."
+            )
+        if graph_heads is not None:
+            graph_heads = [int(h) for h in graph_heads]
+            if GLOBAL not in layer_schedule and graph_heads:
+                raise ValueError(
+                    f"{self.name}: `graph_heads`={graph_heads} needs at least one "
+                    f"global layer 'G' in `layer_schedule`, received "
+                    f"{layer_schedule!r}."
+                )
+        self.vocabulary_size = vocabulary_size
+        self.hidden_dim = hidden_dim
+        self.num_heads = num_heads
+        self.intermediate_dim = intermediate_dim
+        self.layer_schedule = layer_schedule
+        self.num_decoder_layers = num_decoder_layers
+        self.graph_heads = graph_heads
+        self.dropout = dropout
+        self.tie_embeddings = tie_embeddings
+        self.decoder = TransformerSummaryDecoder(
+            vocabulary_size=vocabulary_size,
+            hidden_dim=hidden_dim,
+            num_layers=num_decoder_layers,
+            num_heads=num_heads,
+            intermediate_dim=intermediate_dim,
+            dropout=dropout,
+            tie_embeddings=tie_embeddings,
+            dtype=self.dtype_policy,
+            name="decoder",
+        )
+        self.position_encoding = HierarchicalPositionEncoding(
+            vocabulary_size=vocabulary_size,
+            hidden_dim=hidden_dim,
+            scale_embeddings=True,
+            dtype=self.dtype_policy,
+            name="position_encoding",
+        )
+        # Tie source and target embeddings: one ReversibleEmbedding object
+        # (Embedding.build returns early once built, so it is built once).
+        self.position_encoding.token_embedding = self.decoder.token_embedding
+        self.source_dropout = keras.layers.Dropout(
+            dropout, dtype=self.dtype_policy, name="source_dropout"
+        )
+        self.encoder_layers = []
+        for i, kind in enumerate(layer_schedule):
+            if kind == LOCAL:
+                layer = TransformerEncoder(
+                    intermediate_dim=intermediate_dim,
+                    num_heads=num_heads,
+                    dropout=dropout,
+                    layer_norm_epsilon=1e-5,
+                    dtype=self.dtype_policy,
+                    name=f"local_layer_{i}",
+                )
+            else:
+                layer = GlobalTransformerLayer(
+                    num_heads=num_heads,
+                    intermediate_dim=intermediate_dim,
+                    graph_heads=graph_heads,
+                    dropout=dropout,
+                    layer_norm_epsilon=1e-5,
+                    dtype=self.dtype_policy,
+                    name=f"global_layer_{i}",
+                )
+            self.encoder_layers.append(layer)
+
+    def _masks(self, inputs, tokens):
+        if len(tokens.shape) != 3:
+            raise ValueError(
+                f"{self.name}: `tokens` must be int [B,P,T] (the 'paragraphs' "
+                f"family), received shape {tuple(tokens.shape)}. Build batches "
+                "with recipes.ht.make_dataset."
+            )
+        if "token_mask" in inputs and inputs["token_mask"] is not None:
+            token_mask = as_bool_mask(inputs["token_mask"])
+        else:
+            token_mask = ops.not_equal(tokens, self.pad_id)
+        if "paragraph_mask" in inputs and inputs["paragraph_mask"] is not None:
+            paragraph_mask = as_bool_mask(inputs["paragraph_mask"])
+        else:
+            paragraph_mask = ops.any(token_mask, axis=-1)
+        token_mask = ops.logical_and(token_mask, paragraph_mask[:, :, None])
+        return token_mask, paragraph_mask
+
+    def encode(self, inputs, training=False):
+        """Returns `{"memory": [B,P·T,D], "memory_mask": bool [B,P·T],
+        "paragraph_mask": bool [B,P]}`."""
+        tokens = required(self, inputs, "tokens", "int [B,P,T]")
+        tokens = ops.convert_to_tensor(tokens)
+        token_mask, paragraph_mask = self._masks(inputs, tokens)
+        graph = inputs.get("graph") if self.graph_heads else None
+        if graph is not None:
+            graph = ops.convert_to_tensor(graph)
+            if len(graph.shape) != 3:
+                raise ValueError(
+                    f"{self.name}: `graph` must be float [B,P,P], received shape "
+                    f"{tuple(graph.shape)}. Use the pipeline extra "
+                    "keras_hsum.data.pipeline.paragraph_graph(kind)."
+                )
+        shape = ops.shape(tokens)
+        batch, paragraphs, length = shape[0], shape[1], shape[2]
+        x = self.position_encoding(tokens)
+        x = self.source_dropout(x, training=training)
+        flat_mask = ops.reshape(token_mask, (batch * paragraphs, length))
+        for layer in self.encoder_layers:
+            if isinstance(layer, GlobalTransformerLayer):
+                x = layer(
+                    x,
+                    token_mask=token_mask,
+                    paragraph_mask=paragraph_mask,
+                    graph=graph,
+                    training=training,
+                )
+            else:
+                flat = ops.reshape(x, (batch * paragraphs, length, self.hidden_dim))
+                flat = layer(flat, padding_mask=flat_mask, training=training)
+                x = ops.reshape(flat, (batch, paragraphs, length, self.hidden_dim))
+        return {
+            "memory": ops.reshape(x, (batch, paragraphs * length, self.hidden_dim)),
+            "memory_mask": ops.reshape(token_mask, (batch, paragraphs * length)),
+            "paragraph_mask": paragraph_mask,
+        }
+
+    def decode(self, decoder_tokens, memory, inputs=None, training=False):
+        return self.decoder(
+            decoder_tokens,
+            memory["memory"],
+            memory_mask=memory["memory_mask"],
+            decoder_padding_mask=decoder_padding_mask(decoder_tokens, self.pad_id),
+            training=training,
+        )
+
+    def initial_cache(self, memory, max_length):
+        batch = ops.shape(memory["memory"])[0]
+        static = dict(memory)
+        static["cross_caches"] = self.decoder.cross_attention_caches(memory["memory"])
+        state = {
+            "self_caches": self.decoder.empty_self_attention_caches(batch, max_length)
+        }
+        return static, state
+
+    def _cross_attention_query(self, layer, x, self_cache, index):
+        """The input of `layer`'s cross-attention at one cached step: the
+        self-attention sublayer of keras-hub's post-LayerNorm
+        `TransformerDecoder`, LayerNorm(x + SelfAttention(x))."""
+        mask = layer._compute_self_attention_mask(
+            decoder_sequence=x,
+            decoder_padding_mask=None,
+            decoder_attention_mask=None,
+            use_causal_mask=True,
+            self_attention_cache=self_cache,
+            self_attention_cache_update_index=index,
+        )
+        attended, _ = layer._self_attention_layer(
+            query=x,
+            value=x,
+            attention_mask=mask,
+            cache=self_cache,
+            cache_update_index=index,
+        )
+        return layer._self_attention_layer_norm(attended + x)
+
+    def _paragraph_attention(self, layer, query_input, keys, memory_mask, paragraph_mask):
+        """float32 [B,P]: head-averaged cross-attention probabilities of one
+        query position, summed over each paragraph's T tokens."""
+        query = layer._cross_attention_layer._query_dense(query_input)  # [B,1,H,Dh]
+        scores = ops.einsum(
+            "bshk,bmhk->bhsm", ops.cast(query, "float32"), ops.cast(keys, "float32")
+        ) / math.sqrt(self.hidden_dim // self.num_heads)
+        probabilities = masked_softmax(scores, memory_mask[:, None, None, :], axis=-1)
+        per_token = ops.mean(probabilities[:, :, 0, :], axis=1)  # [B,M]
+        batch = ops.shape(per_token)[0]
+        paragraphs = ops.shape(paragraph_mask)[1]
+        return ops.sum(ops.reshape(per_token, (batch, paragraphs, -1)), axis=-1)
+
+    def step(self, ids, index, cache):
+        static, state = cache
+        memory, memory_mask = static["memory"], static["memory_mask"]
+        x = self.decoder.embed(ops.expand_dims(ids, 1), start_index=index)
+        last = len(self.decoder.decoder_layers) - 1
+        updated = []
+        for i, layer in enumerate(self.decoder.decoder_layers):
+            cross_cache = static["cross_caches"][:, i]
+            if i == last:
+                query_input = self._cross_attention_query(
+                    layer, x, state["self_caches"][:, i], index
+                )
+                paragraph_attention = self._paragraph_attention(
+                    layer,
+                    query_input,
+                    cross_cache[:, 0],
+                    memory_mask,
+                    static["paragraph_mask"],
+                )
+            x, self_cache, _ = layer(
+                x,
+                encoder_sequence=memory,
+                encoder_padding_mask=memory_mask,
+                self_attention_cache=state["self_caches"][:, i],
+                self_attention_cache_update_index=index,
+                cross_attention_cache=cross_cache,
+                cross_attention_cache_update_index=None,
+            )
+            updated.append(self_cache)
+        logits = self.decoder.logits(x)[:, 0]
+        aux = {"paragraph_attention": paragraph_attention}
+        return logits, (static, {"self_caches": ops.stack(updated, axis=1)}), aux
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "hidden_dim": self.hidden_dim,
+                "num_heads": self.num_heads,
+                "intermediate_dim": self.intermediate_dim,
+                "layer_schedule": self.layer_schedule,
+                "num_decoder_layers": self.num_decoder_layers,
+                "graph_heads": self.graph_heads,
+                "dropout": self.dropout,
+                "tie_embeddings": self.tie_embeddings,
+            }
+        )
+        return config

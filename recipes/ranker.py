@@ -1,0 +1,129 @@
+"""HT's learned paragraph ranker (Liu & Lapata 2019, §3).
+
+Every paragraph (pipeline "paragraphs" family, reading order, so that the
+ranker never sees the tf-idf rank) is scored against the query/title; the
+labels are its ROUGE-2 recall against the summary (extra
+`ranker_targets`), the sample weight is `paragraph_mask`, the loss binary
+cross-entropy per paragraph.
+"""
+
+import dataclasses
+
+import keras
+import tensorflow as tf
+
+from keras_hsum.data import make_dataset as _make_dataset
+from keras_hsum.data.pipeline import ranker_targets
+from keras_hsum.models.paragraph_ranker import ParagraphBinaryCrossEntropy
+from keras_hsum.models.paragraph_ranker import ParagraphRanker
+from recipes.base import RecipeConfig
+
+DEFAULT_DATASET = "qmsum_goldspan"
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(RecipeConfig):
+    """ParagraphRanker sizes (see `recipes.base.RecipeConfig`).
+
+    Attributes:
+        embedding_dim, hidden_dim, feature_dim: see `ParagraphRanker`.
+        max_paragraphs: P, paragraphs scored per example.
+        paragraph_length: T.
+        context_length: C, title/query tokens.
+    """
+
+    dataset: str = DEFAULT_DATASET
+    embedding_dim: int = 256
+    hidden_dim: int = 256
+    feature_dim: int = 256
+    dropout: float = 0.1
+    max_paragraphs: int = 100
+    paragraph_length: int = 100
+    context_length: int = 32
+    optimizer: str = "adagrad"
+    learning_rate: float = 0.15
+    label_smoothing: float = 0.0
+
+
+CONFIGS = {
+    "tiny": Config(
+        vocabulary_size=4000,
+        embedding_dim=64,
+        hidden_dim=64,
+        feature_dim=64,
+        max_paragraphs=32,
+        paragraph_length=48,
+        batch_size=8,
+        epochs=4,
+        steps_per_epoch=50,
+        validation_steps=4,
+        learning_rate=0.1,
+        max_val_examples=32,
+    ),
+    "paper": Config(
+        vocabulary_size=32000,
+        batch_size=16,
+        epochs=10,
+        steps_per_epoch=5000,
+    ),
+}
+
+
+def build_model(config, vocabulary_size):
+    return ParagraphRanker(
+        vocabulary_size=vocabulary_size,
+        embedding_dim=config.embedding_dim,
+        hidden_dim=config.hidden_dim,
+        feature_dim=config.feature_dim,
+        dropout=config.dropout,
+        name="paragraph_ranker",
+    )
+
+
+def make_dataset(
+    config, source, vocabulary, *, training, seed=0, cache=None, max_examples=None
+):
+    dataset = _make_dataset(
+        source,
+        vocabulary,
+        "paragraphs",
+        batch_size=config.batch_size,
+        max_units=config.max_paragraphs,
+        max_tokens=config.paragraph_length,
+        family_options={"rank": "order", "context_length": config.context_length},
+        extras=[ranker_targets],
+        shuffle_buffer=256 if training else 0,
+        seed=seed,
+        pad_to_max=True,
+        repeat=training,
+        drop_remainder=training,
+        cache=cache,
+        max_examples=max_examples,
+    )
+
+    def split(features):
+        features = dict(features)
+        labels = features.pop("ranker_targets")
+        weights = tf.cast(features["paragraph_mask"], tf.float32)
+        return features, labels, weights
+
+    return dataset.map(split, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
+def loss(config):
+    return ParagraphBinaryCrossEntropy()
+
+
+def paragraph_absolute_error(y_true, y_pred):
+    """|y − s| per paragraph [B,P] (weighted by paragraph_mask)."""
+    return keras.ops.abs(
+        keras.ops.cast(y_true, "float32") - keras.ops.cast(y_pred, "float32")
+    )
+
+
+def metrics(config):
+    return [
+        keras.metrics.MeanMetricWrapper(
+            paragraph_absolute_error, name="paragraph_absolute_error"
+        )
+    ]
