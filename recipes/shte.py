@@ -1,0 +1,304 @@
+"""SHTE: Siamese Hierarchical Transformer Encoders (González et al., 2020).
+
+A siamese classifier learns whether a summary belongs to a document; the
+attention of its last sentence-level block then ranks the document's
+sentences for extraction (`SHTE.extract`, k = 3 in the paper).
+
+Data. The paper trains on CNN/DailyMail, which is not available here beyond
+the 100 SummEval articles (an evaluation set), so the default corpus is
+`scitldr_a` (paper abstracts → a one-sentence TLDR). Every example gives one
+positive pair (document, its own summary, label 1) and
+`negatives_per_positive` negative pairs (document, the summary of another
+example drawn at random, label 0), as in the paper's §3.3
+(`keras_hsum.data.labels.shte_pairs`). In training the negatives are drawn
+afresh on every pass through the source (seed + pass number); in
+evaluation they are fixed by `seed`.
+"""
+
+import dataclasses
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_hsum.data import reader as reader_lib
+from keras_hsum.data.labels import shte_pairs
+from keras_hsum.data.pipeline import declare_features
+from keras_hsum.data.pipeline import make_dataset as _make_dataset
+from keras_hsum.data.sentences import split_sentences
+from keras_hsum.data.structure import build_sentences
+from keras_hsum.models.shte import SHTE
+from recipes.base import RecipeConfig
+
+DEFAULT_DATASET = "scitldr_a"
+
+_INPUT_KEYS = (
+    "tokens",
+    "token_mask",
+    "paragraph_mask",
+    "summary_tokens",
+    "summary_token_mask",
+    "summary_paragraph_mask",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(RecipeConfig):
+    """SHTE sizes and pairing (see `recipes.base.RecipeConfig` for the rest).
+
+    Attributes:
+        hidden_dim: d_e, embedding and encoder width.
+        num_heads: h, attention heads.
+        intermediate_dim: d_ffw, word-level feed-forward width.
+        sentence_intermediate_dim: d_ffs, sentence-level feed-forward width.
+        num_word_layers: N, word-level encoder blocks.
+        num_sentence_layers: N̂, sentence-level encoder blocks.
+        classifier_hidden_dim: d_h, hidden width of the classifier.
+        position_encoding: "none", "sentence" or "sentence_and_word".
+        pooling: "max", "mean" or "attention".
+        score_head: None (mean of the heads) or one head's index.
+        dropout: dropout rate.
+        max_sentences: P, document sentences kept.
+        max_sentence_tokens: T, tokens kept per sentence (document and
+            summary alike).
+        max_summary_sentences: Q, summary sentences kept.
+        negatives_per_positive: negative pairs per positive pair.
+        extract_sentences: k, sentences `SHTE.extract` keeps (3).
+    """
+
+    dataset: str = DEFAULT_DATASET
+    hidden_dim: int = 128
+    num_heads: int = 6
+    intermediate_dim: int = 128
+    sentence_intermediate_dim: int = 128
+    num_word_layers: int = 2
+    num_sentence_layers: int = 2
+    classifier_hidden_dim: int = 512
+    position_encoding: str = "sentence"
+    pooling: str = "max"
+    score_head: int | None = None
+    dropout: float = 0.0
+    max_sentences: int = 40
+    max_sentence_tokens: int = 50
+    max_summary_sentences: int = 6
+    negatives_per_positive: int = 1
+    extract_sentences: int = 3
+    label_smoothing: float = 0.0
+
+
+CONFIGS = {
+    "tiny": Config(
+        vocabulary_size=4000,
+        hidden_dim=64,
+        num_heads=4,
+        intermediate_dim=128,
+        sentence_intermediate_dim=128,
+        num_word_layers=1,
+        num_sentence_layers=2,
+        classifier_hidden_dim=128,
+        max_sentences=16,
+        max_sentence_tokens=32,
+        max_summary_sentences=3,
+        batch_size=16,
+        epochs=5,
+        steps_per_epoch=50,
+        validation_steps=4,
+        learning_rate=1.0,
+        warmup_steps=200,
+        max_val_examples=64,
+    ),
+    # §3.2: d_e = 128 (trained embeddings), N = N̂ = 2, h = 6, d_ffw = d_ffs
+    # = 128, d_h = 512; batches of 128 pairs (64 positive, 64 negative);
+    # Adam + Noam, warm-up 4000; 20 epochs of 5000 batches; k = 3.
+    # P, T and Q are not given (CNN/DM averages 28 sentences of 27 words and
+    # 3.8 summary sentences); these keep nearly every sentence whole.
+    "paper": Config(
+        vocabulary_size=32000,
+        batch_size=128,
+        epochs=20,
+        steps_per_epoch=5000,
+        optimizer="adam",
+        learning_rate=1.0,
+        warmup_steps=4000,
+        clipnorm=None,
+    ),
+}
+
+
+def build_model(config, vocabulary_size):
+    return SHTE(
+        vocabulary_size=vocabulary_size,
+        hidden_dim=config.hidden_dim,
+        num_heads=config.num_heads,
+        intermediate_dim=config.intermediate_dim,
+        sentence_intermediate_dim=config.sentence_intermediate_dim,
+        num_word_layers=config.num_word_layers,
+        num_sentence_layers=config.num_sentence_layers,
+        classifier_hidden_dim=config.classifier_hidden_dim,
+        position_encoding=config.position_encoding,
+        pooling=config.pooling,
+        score_head=config.score_head,
+        dropout=config.dropout,
+        name="shte",
+    )
+
+
+def loss(config):
+    """Cross-entropy of the two-class logits (Eq. 20)."""
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+def metrics(config):
+    """Pair classification accuracy."""
+    return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+
+
+def _summary_example(example, summary):
+    """An `Example` whose one document is `summary`, one sentence per row."""
+    sentences = tuple(split_sentences(summary))
+    section = reader_lib.Section(heading=None, paragraphs=(sentences,))
+    return reader_lib.Example(
+        id=f"{example.id}/summary",
+        dataset=example.dataset,
+        title=None,
+        query=None,
+        documents=(reader_lib.Document(title=None, sections=(section,)),),
+        summary="",
+        references=(),
+    )
+
+
+class _Pairs:
+    """A re-iterable source of pair examples (one per `ShtePair`).
+
+    Each pair is the original example with `summary` set to the pair's
+    summary and `references` set to the example's own references (its
+    summary first): a pair is positive exactly when its summary is one of
+    them, which `shte_pairs` guarantees negatives never are. Every pass
+    draws new negatives when `reshuffle` is set.
+    """
+
+    def __init__(self, source, negatives_per_positive, seed, reshuffle, max_examples):
+        self.source = source
+        self.negatives_per_positive = negatives_per_positive
+        self.seed = seed
+        self.reshuffle = reshuffle
+        self.max_examples = max_examples
+        self.passes = 0
+
+    def _examples(self):
+        if isinstance(self.source, (str, os.PathLike)):
+            examples = reader_lib.read_examples(self.source, skip_invalid=True)
+        else:
+            examples = iter(self.source)
+        count = 0
+        for example in examples:
+            if self.max_examples is not None and count >= self.max_examples:
+                return
+            if example.summary and example.summary.strip():
+                count += 1
+                yield example
+
+    def __iter__(self):
+        seed = self.seed + self.passes if self.reshuffle else self.seed
+        self.passes += 1
+        for pair in shte_pairs(
+            self._examples(), self.negatives_per_positive, seed=seed
+        ):
+            own = tuple(dict.fromkeys((pair.example.summary,) + pair.example.references))
+            yield dataclasses.replace(pair.example, summary=pair.summary, references=own)
+
+
+def pair_label(example):
+    """1 when the pair example's summary is one of its references, else 0."""
+    references = {reference.strip() for reference in example.references}
+    return int(example.summary.strip() in references)
+
+
+def summary_features(config, vocabulary):
+    """An extra: the pair's summary as sentences, and the pair's label.
+
+    Returns:
+        A `keras_hsum.data.pipeline` extra returning `summary_tokens` int32
+        [Q,T], `summary_token_mask` bool [Q,T], `summary_paragraph_mask`
+        bool [Q] (Q = `config.max_summary_sentences`, padded) and `label`
+        int32 [] (1: the document's own summary).
+    """
+    rows, width, pad_id = (
+        config.max_summary_sentences,
+        config.max_sentence_tokens,
+        vocabulary.pad_id,
+    )
+
+    @declare_features(
+        summary_tokens=("int32", (rows, "T"), pad_id),
+        summary_token_mask=("bool", (rows, "T")),
+        summary_paragraph_mask=("bool", (rows,)),
+        label=("int32", ()),
+    )
+    def summary(example, structured):
+        built = build_sentences(
+            _summary_example(example, example.summary), vocabulary, rows, width
+        ).features
+        count = built["tokens"].shape[0]
+        tokens = np.full((rows, width), pad_id, np.int32)
+        token_mask = np.zeros((rows, width), bool)
+        paragraph_mask = np.zeros((rows,), bool)
+        tokens[:count] = built["tokens"]
+        token_mask[:count] = built["token_mask"]
+        paragraph_mask[:count] = built["paragraph_mask"]
+        return {
+            "summary_tokens": tokens,
+            "summary_token_mask": token_mask,
+            "summary_paragraph_mask": paragraph_mask,
+            "label": np.asarray(pair_label(example), np.int32),
+        }
+
+    return summary
+
+
+def make_dataset(
+    config, source, vocabulary, *, training, seed=0, cache=None, max_examples=None
+):
+    """Batches of SHTE pairs: `(inputs, labels, sample_weight)`.
+
+    `inputs`: `tokens` int32 [B,P,T], `token_mask` bool [B,P,T],
+    `paragraph_mask` bool [B,P] (the document, "sentences" family) and
+    `summary_tokens` int32 [B,Q,T], `summary_token_mask` bool [B,Q,T],
+    `summary_paragraph_mask` bool [B,Q] (the candidate summary);
+    `labels` int32 [B] in {0, 1}; `sample_weight` float32 [B] of ones.
+    P, Q and T are padded to the config's maxima.
+
+    `max_examples` limits the source EXAMPLES (each gives 1 +
+    `negatives_per_positive` pairs), taken before pairing.
+    """
+    pairs = _Pairs(
+        source,
+        config.negatives_per_positive,
+        seed=seed,
+        reshuffle=training,
+        max_examples=max_examples,
+    )
+    dataset = _make_dataset(
+        pairs,
+        vocabulary,
+        "sentences",
+        batch_size=config.batch_size,
+        max_units=config.max_sentences,
+        max_tokens=config.max_sentence_tokens,
+        extras=[summary_features(config, vocabulary)],
+        shuffle_buffer=512 if training else 0,
+        seed=seed,
+        pad_to_max=True,
+        repeat=training,
+        drop_remainder=training,
+        cache=cache,
+    )
+
+    def split(features):
+        inputs = {name: features[name] for name in _INPUT_KEYS}
+        labels = features["label"]
+        return inputs, labels, tf.ones_like(labels, tf.float32)
+
+    return dataset.map(split, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
