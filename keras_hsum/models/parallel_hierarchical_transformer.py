@@ -1,0 +1,393 @@
+"""PHT: Ma & Zong's Parallel Hierarchical Transformer (encoder §3.1, decoder §3.2)."""
+
+import math
+
+import keras
+from keras import ops
+from keras_hub.layers import ReversibleEmbedding
+from keras_hub.layers import SinePositionEncoding
+from keras_hub.layers import TransformerEncoder
+
+from keras_hsum.layers.masking import as_bool_mask
+from keras_hsum.layers.multi_head_pooling import MultiHeadPooling
+from keras_hsum.layers.pht_decoder_layer import PHTDecoderLayer
+from keras_hsum.models.summarizer import Summarizer
+from keras_hsum.models.summarizer import decoder_padding_mask
+from keras_hsum.models.summarizer import required
+
+
+@keras.saving.register_keras_serializable(package="keras_hsum")
+class ParallelHierarchicalTransformer(Summarizer):
+    """The Parallel Hierarchical Transformer (PHT) of Ma & Zong.
+
+    Encoder (§3.1), shared by all paragraphs and run on them in parallel:
+
+    - Eq. 1, context-aware word embeddings C_p = TransE(W_p + E): the tokens
+      of every paragraph are embedded (W_p = Emb(tokens)·√D, the embedding
+      shared with the decoder), the fixed sinusoid E of the token position
+      inside the paragraph is added, and `num_encoder_layers` keras-hub
+      `TransformerEncoder` layers read the B·P paragraphs as one batch
+      [B·P,T,D], each paragraph attending only to its own tokens;
+    - Eqs. 2-5, paragraph embeddings Φ [B,P,D] by `MultiHeadPooling`
+      (`feedforward=True`: per-head attention pooling, W_3, then
+      LayerNorm(φ + FFN(φ)));
+    - Eq. 6, ranking encoding Φ := Φ + R, R the sinusoid of the paragraph's
+      rank (its position p in the ranked input; the "paragraphs" family
+      sorts paragraphs best first).
+
+    Optionally (`num_paragraph_layers > 0`, not in the paper, whose encoder
+    is only TransE + pooling) that many `TransformerEncoder` layers then run
+    over the P paragraph embeddings (masked by `paragraph_mask`) so that Φ
+    sees the other paragraphs; the ranking encoding is added before them.
+
+    Decoder (§3.2): y = Emb(summary)·√D + sinusoid(position) →
+    `num_decoder_layers` × `PHTDecoderLayer` (cached causal self-attention;
+    `ParallelCrossAttention`: paragraph attention over Φ (Eq. 7) and word
+    attention over each C_p (Eq. 8) fused by A_para (Eqs. 9-10); FFN) →
+    logits = y·Embᵀ. Source, target and output embeddings are tied (§3.2:
+    "both the word embedding and vocabulary in the decoder part are shared
+    with the encoder").
+
+    Decoding: `initial_cache` keeps the encoder outputs and preallocates the
+    self-attention key/value caches [B,L,2,S_max,H,Dh]; `step` decodes one
+    position and equals teacher forcing (tested). `PHTDecoderLayer` has no
+    cross-attention cache, so every step re-projects the word memory C
+    [B,P,T,D] and Φ into keys/values (O(P·T·D²) per step and layer): correct
+    but slower than caching them once.
+
+    Args:
+        vocabulary_size: V.
+        hidden_dim: D.
+        num_heads: H (encoder, pooling, decoder attentions).
+        intermediate_dim: FFN width (encoder, pooling FFN, decoder).
+        num_encoder_layers: word-level TransE layers (paper: 3).
+        num_decoder_layers: PHT decoder layers (paper: 3).
+        num_paragraph_layers: optional paragraph-level encoder layers over Φ
+            (default 0, as in the paper).
+        dropout: dropout rate everywhere (paper: 0.3).
+        tie_embeddings: tie the output projection to the embedding.
+        layer_norm_epsilon: LayerNorm epsilon.
+        pad_id, bos_id, eos_id: special ids.
+
+    Inputs (dict, the "paragraphs" family of `keras_hsum.data`):
+        tokens: int [B,P,T], paragraphs in rank order.
+        token_mask: optional bool [B,P,T]; default tokens != pad.
+        paragraph_mask: optional bool [B,P]; default any(token_mask, -1).
+        decoder_tokens: int [B,S] (teacher forcing; BOS first).
+        target_mask: optional bool [B,S] (only `attention_labels` reads it).
+
+    Returns (call):
+        float32 logits [B,S,V].
+
+    Other outputs:
+        `paragraph_attention(inputs)`: float32 [B,L,S,P], every decoder
+        layer's teacher-forced head-averaged A_para (each row sums to 1 over
+        the real paragraphs).
+        `step` aux `"paragraph_attention"`: float32 [B,P], the current step's
+        A_para summed over the L decoder layers, NOT normalised (it sums to
+        L over the real paragraphs; 0 on padded ones). Attention alignment
+        sums it over steps and then normalises over paragraphs (Eq. 15).
+
+    References:
+        Ma & Zong, Parallel Hierarchical Transformer with Attention Alignment
+        for Abstractive Multi-Document Summarization, §3 (Eqs. 1-10).
+        Vaswani et al. (2017), Attention Is All You Need.
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        hidden_dim=256,
+        num_heads=4,
+        intermediate_dim=1024,
+        num_encoder_layers=3,
+        num_decoder_layers=3,
+        num_paragraph_layers=0,
+        dropout=0.3,
+        tie_embeddings=True,
+        layer_norm_epsilon=1e-5,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if hidden_dim % num_heads:
+            raise ValueError(
+                f"{self.name}: `hidden_dim` must be divisible by `num_heads`, "
+                f"received hidden_dim={hidden_dim}, num_heads={num_heads}. "
+                "Pick a width that is a multiple of the head count."
+            )
+        if num_decoder_layers < 1:
+            raise ValueError(
+                f"{self.name}: `num_decoder_layers` must be >= 1, received "
+                f"{num_decoder_layers}."
+            )
+        self.vocabulary_size = vocabulary_size
+        self.hidden_dim = hidden_dim
+        self.num_heads = num_heads
+        self.intermediate_dim = intermediate_dim
+        self.num_encoder_layers = num_encoder_layers
+        self.num_decoder_layers = num_decoder_layers
+        self.num_paragraph_layers = num_paragraph_layers
+        self.dropout = dropout
+        self.tie_embeddings = tie_embeddings
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.head_dim = hidden_dim // num_heads
+
+        policy = self.dtype_policy
+        self.token_embedding = ReversibleEmbedding(
+            vocabulary_size,
+            hidden_dim,
+            tie_weights=tie_embeddings,
+            embeddings_initializer=keras.initializers.RandomNormal(
+                stddev=hidden_dim**-0.5
+            ),
+            dtype=policy,
+            name="token_embedding",
+        )
+        # E (Eq. 1), R (Eq. 6) and the decoder's positions: fixed sinusoids.
+        self.token_position_encoding = SinePositionEncoding(
+            dtype=policy, name="token_position_encoding"
+        )
+        self.rank_encoding = SinePositionEncoding(dtype=policy, name="rank_encoding")
+        self.target_position_encoding = SinePositionEncoding(
+            dtype=policy, name="target_position_encoding"
+        )
+        self.source_dropout = keras.layers.Dropout(
+            dropout, dtype=policy, name="source_dropout"
+        )
+        self.target_dropout = keras.layers.Dropout(
+            dropout, dtype=policy, name="target_dropout"
+        )
+        self.word_encoder_layers = [
+            TransformerEncoder(
+                intermediate_dim=intermediate_dim,
+                num_heads=num_heads,
+                dropout=dropout,
+                layer_norm_epsilon=layer_norm_epsilon,
+                dtype=policy,
+                name=f"word_encoder_layer_{i}",
+            )
+            for i in range(num_encoder_layers)
+        ]
+        self.pooling = MultiHeadPooling(
+            num_heads=num_heads,
+            hidden_dim=hidden_dim,
+            feedforward=True,
+            intermediate_dim=intermediate_dim,
+            dropout=dropout,
+            layer_norm_epsilon=layer_norm_epsilon,
+            dtype=policy,
+            name="pooling",
+        )
+        self.paragraph_encoder_layers = [
+            TransformerEncoder(
+                intermediate_dim=intermediate_dim,
+                num_heads=num_heads,
+                dropout=dropout,
+                layer_norm_epsilon=layer_norm_epsilon,
+                dtype=policy,
+                name=f"paragraph_encoder_layer_{i}",
+            )
+            for i in range(num_paragraph_layers)
+        ]
+        self.decoder_layers = [
+            PHTDecoderLayer(
+                hidden_dim=hidden_dim,
+                intermediate_dim=intermediate_dim,
+                num_heads=num_heads,
+                dropout=dropout,
+                layer_norm_epsilon=layer_norm_epsilon,
+                dtype=policy,
+                name=f"decoder_layer_{i}",
+            )
+            for i in range(num_decoder_layers)
+        ]
+
+    # ------------------------------------------------------------------ encoder
+    def _source_masks(self, inputs):
+        tokens = required(self, inputs, "tokens", "int [B,P,T]")
+        if len(tokens.shape) != 3:
+            raise ValueError(
+                f"{self.name}: `tokens` must be int [B,P,T] (paragraphs of "
+                f"tokens, the 'paragraphs' family), received shape "
+                f"{tuple(tokens.shape)}. Build batches with "
+                "keras_hsum.data.make_dataset(..., 'paragraphs', ...)."
+            )
+        if inputs.get("token_mask") is not None:
+            token_mask = as_bool_mask(inputs["token_mask"])
+        else:
+            token_mask = ops.not_equal(tokens, self.pad_id)
+        if inputs.get("paragraph_mask") is not None:
+            paragraph_mask = as_bool_mask(inputs["paragraph_mask"])
+        else:
+            paragraph_mask = ops.any(token_mask, axis=-1)
+        if len(token_mask.shape) != 3 or len(paragraph_mask.shape) != 2:
+            raise ValueError(
+                f"{self.name}: `token_mask` must be bool [B,P,T] and "
+                f"`paragraph_mask` bool [B,P] (tokens: {tuple(tokens.shape)}); "
+                f"received {tuple(token_mask.shape)} and "
+                f"{tuple(paragraph_mask.shape)}. Pass the masks that "
+                "keras_hsum.data.make_dataset(..., 'paragraphs', ...) gives."
+            )
+        # A padded paragraph has no real token (and so pools to zero).
+        token_mask = ops.logical_and(token_mask, paragraph_mask[:, :, None])
+        return tokens, token_mask, paragraph_mask
+
+    def encode(self, inputs, training=False):
+        """Encodes ranked paragraphs.
+
+        Returns a dict: `word_memory` C [B,P,T,D], `paragraph_memory`
+        Φ [B,P,D] (ranking encoding added, Eq. 6; what `AttentionPredictor`
+        reads), `token_mask` bool [B,P,T] and `paragraph_mask` bool [B,P].
+        """
+        tokens, token_mask, paragraph_mask = self._source_masks(inputs)
+        batch, paragraphs, length = (
+            ops.shape(tokens)[0],
+            ops.shape(tokens)[1],
+            ops.shape(tokens)[2],
+        )
+        flat_tokens = ops.reshape(tokens, (-1, length))
+        flat_mask = ops.reshape(token_mask, (-1, length))
+        x = self.token_embedding(flat_tokens)
+        x = x * ops.cast(math.sqrt(self.hidden_dim), x.dtype)
+        x = x + self.token_position_encoding(x)
+        x = self.source_dropout(x, training=training)
+        for layer in self.word_encoder_layers:
+            x = layer(x, padding_mask=flat_mask, training=training)
+        words = ops.reshape(x, (batch, paragraphs, length, self.hidden_dim))
+        phi = self.pooling(words, token_mask=token_mask, training=training)
+        phi = phi + self.rank_encoding(phi)
+        for layer in self.paragraph_encoder_layers:
+            phi = layer(phi, padding_mask=paragraph_mask, training=training)
+        return {
+            "word_memory": words,
+            "paragraph_memory": phi,
+            "token_mask": token_mask,
+            "paragraph_mask": paragraph_mask,
+        }
+
+    # ------------------------------------------------------------------ decoder
+    def _embed_target(self, decoder_tokens, start_index=0, training=False):
+        y = self.token_embedding(decoder_tokens)
+        y = y * ops.cast(math.sqrt(self.hidden_dim), y.dtype)
+        y = y + self.target_position_encoding(y, start_index=start_index)
+        return self.target_dropout(y, training=training)
+
+    def _logits(self, hidden):
+        return ops.cast(self.token_embedding(hidden, reverse=True), "float32")
+
+    def decode_with_attention(self, decoder_tokens, memory, training=False):
+        """Teacher-forced decoder that also returns the paragraph attention.
+
+        Args:
+            decoder_tokens: int [B,S], BOS first.
+            memory: the dict from `encode`.
+            training: bool.
+
+        Returns:
+            `(logits float32 [B,S,V], attention float32 [B,L,S,P])`, the
+            attention being every decoder layer's head-averaged A_para.
+        """
+        y = self._embed_target(decoder_tokens, training=training)
+        target_mask = decoder_padding_mask(decoder_tokens, self.pad_id)
+        attentions = []
+        for layer in self.decoder_layers:
+            y, attention = layer(
+                y,
+                memory["word_memory"],
+                memory["paragraph_memory"],
+                token_mask=memory["token_mask"],
+                paragraph_mask=memory["paragraph_mask"],
+                decoder_padding_mask=target_mask,
+                training=training,
+            )
+            attentions.append(ops.cast(attention, "float32"))
+        return self._logits(y), ops.stack(attentions, axis=1)
+
+    def decode(self, decoder_tokens, memory, inputs=None, training=False):
+        logits, _ = self.decode_with_attention(
+            decoder_tokens, memory, training=training
+        )
+        return logits
+
+    def paragraph_attention(self, inputs, training=False):
+        """float32 [B,L,S,P]: teacher-forced per-layer paragraph attention.
+
+        `inputs` as for `call` (with `decoder_tokens` [B,S]). Row [b,l,s]
+        is layer l's head-averaged A_para of target position s (sums to 1
+        over the real paragraphs). Used for the attention-predictor labels
+        (`keras_hsum.models.attention_labels`).
+        """
+        decoder_tokens = required(self, inputs, "decoder_tokens", "int [B,S]")
+        memory = self.encode(inputs, training=training)
+        _, attention = self.decode_with_attention(
+            decoder_tokens, memory, training=training
+        )
+        return attention
+
+    # ----------------------------------------------------------------- decoding
+    def initial_cache(self, memory, max_length):
+        """`(memory, {"self_caches": zeros [B,L,2,max_length,H,Dh]})`."""
+        batch = ops.shape(memory["paragraph_memory"])[0]
+        state = {
+            "self_caches": ops.zeros(
+                (
+                    batch,
+                    self.num_decoder_layers,
+                    2,
+                    max_length,
+                    self.num_heads,
+                    self.head_dim,
+                ),
+                dtype=self.compute_dtype,
+            )
+        }
+        return dict(memory), state
+
+    def step(self, ids, index, cache):
+        """One position: `ids` int [B] at `index` → logits float32 [B,V].
+
+        aux `"paragraph_attention"` float32 [B,P]: this step's A_para summed
+        over the decoder layers (unnormalised; sums to L over real
+        paragraphs).
+        """
+        static, state = cache
+        y = self._embed_target(ops.expand_dims(ids, 1), start_index=index)
+        caches = state["self_caches"]
+        updated = []
+        attention_sum = None
+        for i, layer in enumerate(self.decoder_layers):
+            y, attention, layer_cache = layer(
+                y,
+                static["word_memory"],
+                static["paragraph_memory"],
+                token_mask=static["token_mask"],
+                paragraph_mask=static["paragraph_mask"],
+                self_attention_cache=caches[:, i],
+                self_attention_cache_update_index=index,
+            )
+            updated.append(layer_cache)
+            attention = ops.cast(attention[:, 0], "float32")
+            attention_sum = (
+                attention if attention_sum is None else attention_sum + attention
+            )
+        logits = self._logits(y)[:, 0]
+        new_state = {"self_caches": ops.stack(updated, axis=1)}
+        return logits, (static, new_state), {"paragraph_attention": attention_sum}
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "hidden_dim": self.hidden_dim,
+                "num_heads": self.num_heads,
+                "intermediate_dim": self.intermediate_dim,
+                "num_encoder_layers": self.num_encoder_layers,
+                "num_decoder_layers": self.num_decoder_layers,
+                "num_paragraph_layers": self.num_paragraph_layers,
+                "dropout": self.dropout,
+                "tie_embeddings": self.tie_embeddings,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+            }
+        )
+        return config

@@ -1,0 +1,227 @@
+"""PHT's attention predictor (Ma & Zong §4.2.1), trained after PHT.
+
+The teacher is a trained PHT run folder (`teacher_run`), as written by the
+trainer: `model.keras` (the `ParallelHierarchicalTransformer`) and
+`vocabulary.model` (its SentencePiece vocabulary). Each batch of ranked
+paragraphs goes through the frozen teacher once:
+
+- predictor inputs: `paragraph_embeddings` = the teacher's Φ [B,P,D]
+  (Eq. 6, ranking encoding included) and `paragraph_mask` [B,P];
+- labels: η [B,P] = `attention_labels(teacher, batch)`, the teacher's
+  paragraph attention on the reference summary (teacher forcing), summed
+  over decoder layers and real target positions, normalised (Eq. 15);
+- sample weights: `paragraph_mask` as float [B,P] (padded paragraphs do
+  not count in the MSE).
+
+The loss is the mean squared error over real paragraphs (§4.2.1).
+"""
+
+import dataclasses
+import os
+
+import keras
+import tensorflow as tf
+
+import recipes.pht as pht_recipe
+from keras_hsum.models.attention_predictor import AttentionPredictor
+from keras_hsum.models.attention_predictor import ParagraphAttentionMSE
+from keras_hsum.models.attention_predictor import attention_labels
+from recipes.base import RecipeConfig
+
+DEFAULT_DATASET = pht_recipe.DEFAULT_DATASET
+
+TEACHER_MODEL = "model.keras"
+TEACHER_VOCABULARY = "vocabulary.model"
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(RecipeConfig):
+    """Predictor sizes, teacher run and input shape.
+
+    Attributes:
+        teacher_run: folder of a trained PHT run with `model.keras` and
+            `vocabulary.model` (required to build batches).
+        hidden_dim: the teacher's width D (Φ's width; also the Noam
+            schedule's D); checked against the loaded teacher.
+        num_heads, intermediate_dim, num_layers, dropout: the predictor's
+            Transformer encoder (paper: 2 layers, dropout 0.5). Its width is
+            the teacher's D; `num_heads` must divide it.
+        max_paragraphs, max_paragraph_tokens, max_target_length, rank, pack:
+            how paragraphs and summaries are cut; keep them equal to the
+            teacher's recipe config (η is only meaningful for inputs shaped
+            like the teacher's training data).
+    """
+
+    dataset: str = DEFAULT_DATASET
+    teacher_run: str | None = None
+    hidden_dim: int = 256
+    num_heads: int = 4
+    intermediate_dim: int = 1024
+    num_layers: int = 2
+    dropout: float = 0.5
+    max_paragraphs: int = 30
+    max_paragraph_tokens: int = 100
+    max_target_length: int = 200
+    rank: str = "tfidf"
+    pack: str = "section"
+
+
+_TINY_TEACHER = pht_recipe.CONFIGS["tiny"]
+
+CONFIGS = {
+    "tiny": Config(
+        vocabulary_size=_TINY_TEACHER.vocabulary_size,
+        hidden_dim=_TINY_TEACHER.hidden_dim,
+        num_heads=4,
+        intermediate_dim=128,
+        num_layers=2,
+        dropout=0.1,
+        max_paragraphs=_TINY_TEACHER.max_paragraphs,
+        max_paragraph_tokens=_TINY_TEACHER.max_paragraph_tokens,
+        max_target_length=_TINY_TEACHER.max_target_length,
+        batch_size=8,
+        epochs=4,
+        steps_per_epoch=50,
+        validation_steps=4,
+        optimizer="adam",
+        learning_rate=1.0,
+        warmup_steps=100,
+        label_smoothing=0.0,
+        max_val_examples=32,
+    ),
+    # §5.2: a two-layer Transformer encoder with dropout 0.5, ~100k steps.
+    "paper": Config(
+        vocabulary_size=32000,
+        batch_size=16,
+        epochs=10,
+        steps_per_epoch=10000,
+        warmup_steps=8000,
+        label_smoothing=0.0,
+    ),
+}
+
+
+def build_model(config, vocabulary_size):
+    """The predictor (it has no embedding: `vocabulary_size` is unused)."""
+    del vocabulary_size
+    return AttentionPredictor(
+        num_heads=config.num_heads,
+        intermediate_dim=config.intermediate_dim,
+        num_layers=config.num_layers,
+        dropout=config.dropout,
+        name="attention_predictor",
+    )
+
+
+def load_teacher(teacher_run):
+    """`(pht_model, vocabulary)` from a trained PHT run folder.
+
+    Raises:
+        ValueError: `teacher_run` is None or lacks `model.keras` /
+            `vocabulary.model`, or its model is not a PHT.
+    """
+    from keras_hsum.data.vocabulary import Vocabulary
+    from keras_hsum.models.parallel_hierarchical_transformer import (
+        ParallelHierarchicalTransformer,
+    )
+
+    if not teacher_run:
+        raise ValueError(
+            "pht_predictor needs `teacher_run`, the folder of a trained PHT "
+            "run (with model.keras and vocabulary.model); received None. "
+            "Train `pht` first, then use config.replace(teacher_run=<run "
+            "folder>) (CLI: --set teacher_run=<run folder>)."
+        )
+    teacher_run = os.fspath(teacher_run)
+    missing = [
+        name
+        for name in (TEACHER_MODEL, TEACHER_VOCABULARY)
+        if not os.path.isfile(os.path.join(teacher_run, name))
+    ]
+    if missing:
+        raise ValueError(
+            f"pht_predictor: the teacher run {teacher_run!r} must contain "
+            f"{TEACHER_MODEL} and {TEACHER_VOCABULARY}; missing {missing}. "
+            "Point `teacher_run` at the folder the trainer wrote for a "
+            "finished `pht` run."
+        )
+    teacher = keras.models.load_model(os.path.join(teacher_run, TEACHER_MODEL))
+    if not isinstance(teacher, ParallelHierarchicalTransformer):
+        raise ValueError(
+            f"pht_predictor: {teacher_run}/{TEACHER_MODEL} must be a "
+            f"ParallelHierarchicalTransformer, received "
+            f"{type(teacher).__name__}. Point `teacher_run` at a `pht` run."
+        )
+    teacher.trainable = False
+    vocabulary = Vocabulary.load(os.path.join(teacher_run, TEACHER_VOCABULARY))
+    return teacher, vocabulary
+
+
+def make_dataset(
+    config, source, vocabulary, *, training, seed=0, cache=None, max_examples=None
+):
+    """Batches `(inputs, η, paragraph weights)` labelled by the frozen teacher.
+
+    The teacher is loaded once per call from `config.teacher_run`; the
+    paragraphs are tokenised with the teacher's `vocabulary.model`, not
+    with the `vocabulary` argument (which is ignored: η and Φ are only
+    defined for the teacher's tokenisation; the predictor has no embedding).
+
+    Returns:
+        tf.data of `({"paragraph_embeddings": float32 [B,P,D],
+        "paragraph_mask": bool [B,P]}, η float32 [B,P], weights float32
+        [B,P])`.
+    """
+    teacher, teacher_vocabulary = load_teacher(config.teacher_run)
+    del vocabulary  # η is defined for the teacher's tokenisation only.
+    if teacher.hidden_dim != config.hidden_dim:
+        raise ValueError(
+            f"pht_predictor: config.hidden_dim={config.hidden_dim} but the "
+            f"teacher in {config.teacher_run!r} has width "
+            f"{teacher.hidden_dim}; set hidden_dim to the teacher's D."
+        )
+    batches = pht_recipe.paragraph_batches(
+        config,
+        source,
+        teacher_vocabulary,
+        training=training,
+        seed=seed,
+        cache=cache,
+        max_examples=max_examples,
+    )
+    pad_id = teacher_vocabulary.pad_id
+
+    def label(features):
+        target = features["target"]
+        inputs = {
+            "tokens": features["tokens"],
+            "token_mask": features["token_mask"],
+            "paragraph_mask": features["paragraph_mask"],
+            "decoder_tokens": target[:, :-1],
+            "target_mask": tf.not_equal(target[:, 1:], pad_id),
+        }
+        memory = teacher.encode(inputs, training=False)
+        eta = attention_labels(teacher, inputs, memory=memory)
+        predictor_inputs = {
+            "paragraph_embeddings": tf.cast(memory["paragraph_memory"], tf.float32),
+            "paragraph_mask": memory["paragraph_mask"],
+        }
+        weights = tf.cast(memory["paragraph_mask"], tf.float32)
+        return predictor_inputs, tf.cast(eta, tf.float32), weights
+
+    # The teacher runs in the input pipeline, one batch at a time.
+    return batches.map(label, num_parallel_calls=1, deterministic=True)
+
+
+def loss(config):
+    """Mean squared error between η̂ and η over real paragraphs (§4.2.1)."""
+    del config
+    return ParagraphAttentionMSE()
+
+
+def metrics(config):
+    """None: the loss is the measure (the default token accuracy does not
+    apply, and Keras' MAE would average over P before the paragraph
+    weights)."""
+    del config
+    return []

@@ -1,0 +1,166 @@
+"""ParallelHierarchicalTransformer (Ma & Zong §3): decoding contract, Eqs. 1 and
+6 against numpy, padding invariance, save/reload, memorisation on real data."""
+
+import numpy as np
+import pytest
+
+from keras_hsum.models.parallel_hierarchical_transformer import (
+    ParallelHierarchicalTransformer,
+)
+from model_test_case import assert_save_reload
+from model_test_case import assert_step_matches_call
+from model_test_case import assert_step_matches_call_in_graph
+from model_test_case import decode_teacher_forced
+from model_test_case import memorize
+from model_test_case import real_batch
+from model_test_case import real_positions
+from model_test_case import to_numpy
+
+VOCABULARY = 50
+
+
+def small_model(**overrides):
+    options = dict(vocabulary_size=VOCABULARY, hidden_dim=16, num_heads=2,
+                   intermediate_dim=32, num_encoder_layers=1, num_decoder_layers=2,
+                   dropout=0.0)
+    options.update(overrides)
+    return ParallelHierarchicalTransformer(**options)
+
+
+def random_inputs(seed=0, batch=2, paragraphs=3, length=5, target=6):
+    """Example 1 has its last paragraph padded, short paragraphs and a
+    padded target."""
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(4, VOCABULARY, (batch, paragraphs, length)).astype("int32")
+    tokens[1, -1] = 0
+    tokens[1, 0, length - 2:] = 0
+    tokens[0, 1, length - 1:] = 0
+    decoder = rng.integers(4, VOCABULARY, (batch, target)).astype("int32")
+    decoder[:, 0] = 2
+    decoder[1, target - 2:] = 0
+    return {
+        "tokens": tokens,
+        "token_mask": tokens != 0,
+        "paragraph_mask": (tokens != 0).any(-1),
+        "decoder_tokens": decoder,
+    }
+
+
+def numpy_sinusoid(positions, width):
+    """Vaswani et al.'s fixed encoding: sin on even, cos on odd channels."""
+    position = np.arange(positions, dtype="float64")[:, None]
+    channel = np.arange(width)[None, :]
+    angle = position / np.power(10000.0, (2 * (channel // 2)) / width)
+    return np.where(channel % 2 == 0, np.sin(angle), np.cos(angle))
+
+
+def test_step_equals_teacher_forcing():
+    model = small_model()
+    inputs = random_inputs()
+    assert_step_matches_call(model, inputs)
+    assert_step_matches_call_in_graph(model, inputs)
+
+
+def test_step_aux_is_layer_sum_of_teacher_forced_attention():
+    model = small_model(num_decoder_layers=3)
+    inputs = random_inputs(seed=1)
+    per_layer = to_numpy(model.paragraph_attention(inputs))  # [B,L,S,P]
+    assert per_layer.shape == (2, 3, 6, 3)
+    _, auxes = decode_teacher_forced(model, inputs, 6)
+    stepped = np.stack([aux["paragraph_attention"] for aux in auxes], axis=1)
+    real = real_positions(inputs)
+    np.testing.assert_allclose(stepped[real], per_layer.sum(1)[real], atol=1e-5)
+    # Every layer's rows are distributions over the real paragraphs.
+    np.testing.assert_allclose(per_layer.sum(-1), 1.0, atol=1e-5)
+    assert np.all(per_layer[1, :, :, -1] == 0.0)
+
+
+def test_ranking_encoding_is_added_to_pooled_paragraphs():
+    # Eq. 6: Φ := Φ + R with R the sinusoid of the paragraph's rank.
+    model = small_model()
+    inputs = random_inputs(paragraphs=4)
+    memory = model.encode(inputs)
+    pooled = to_numpy(model.pooling(memory["word_memory"],
+                                    token_mask=memory["token_mask"]))
+    rank = to_numpy(memory["paragraph_memory"]) - pooled
+    np.testing.assert_allclose(rank, np.broadcast_to(numpy_sinusoid(4, 16), rank.shape),
+                               atol=1e-5)
+
+
+def test_word_encoder_reads_each_paragraph_alone():
+    # Eq. 1: C_p = TransE(W_p + E) depends on paragraph p only.
+    model = small_model()
+    inputs = random_inputs()
+    changed = dict(inputs)
+    changed["tokens"] = inputs["tokens"].copy()
+    changed["tokens"][0, 1, :3] = [7, 8, 9]
+    words = to_numpy(model.encode(inputs)["word_memory"])
+    changed_words = to_numpy(model.encode(changed)["word_memory"])
+    np.testing.assert_allclose(changed_words[:, [0, 2]], words[:, [0, 2]], atol=1e-6)
+    np.testing.assert_allclose(changed_words[1], words[1], atol=1e-6)
+    assert not np.allclose(changed_words[0, 1], words[0, 1])
+
+
+def test_padding_paragraphs_and_tokens_does_not_change_outputs():
+    model = small_model()
+    inputs = random_inputs()
+    expected = to_numpy(model(inputs))
+    padded = dict(inputs)
+    # Two more paragraphs and three more token columns, all padding, and
+    # garbage ids under the masks (masks, not ids, decide what is real).
+    tokens = np.pad(inputs["tokens"], ((0, 0), (0, 2), (0, 3)))
+    token_mask = np.pad(inputs["token_mask"], ((0, 0), (0, 2), (0, 3)))
+    padded["tokens"] = np.where(token_mask, tokens, 11).astype("int32")
+    padded["token_mask"] = token_mask
+    padded["paragraph_mask"] = np.pad(inputs["paragraph_mask"], ((0, 0), (0, 2)))
+    np.testing.assert_allclose(to_numpy(model(padded)), expected, atol=1e-5)
+    attention = to_numpy(model.paragraph_attention(padded))
+    assert np.all(attention[..., 3:] == 0.0)
+
+
+def test_fully_padded_example_is_finite():
+    model = small_model()
+    inputs = random_inputs()
+    inputs["tokens"][1] = 0
+    inputs["token_mask"][1] = False
+    inputs["paragraph_mask"][1] = False
+    assert np.all(np.isfinite(to_numpy(model(inputs))))
+
+
+def test_clear_errors():
+    model = small_model()
+    inputs = random_inputs()
+    with pytest.raises(ValueError, match="decoder_tokens"):
+        model({k: v for k, v in inputs.items() if k != "decoder_tokens"})
+    flat = dict(inputs, tokens=inputs["tokens"].reshape(2, -1))
+    flat.pop("token_mask")
+    flat.pop("paragraph_mask")
+    with pytest.raises(ValueError, match=r"\[B,P,T\]"):
+        model(flat)
+    with pytest.raises(ValueError, match="divisible"):
+        small_model(hidden_dim=15)
+
+
+def test_save_reload(tmp_path):
+    model = small_model()
+    inputs = random_inputs()
+    model(inputs)
+    restored = assert_save_reload(model, inputs, tmp_path)
+    assert restored.get_config()["num_decoder_layers"] == 2
+    np.testing.assert_allclose(to_numpy(restored.paragraph_attention(inputs)),
+                               to_numpy(model.paragraph_attention(inputs)), atol=1e-6)
+
+
+@pytest.mark.tensorflow_only
+def test_memorizes_eight_real_examples(vocabulary, real_examples):
+    import recipes.pht as recipe
+
+    config = recipe.CONFIGS["tiny"].replace(
+        max_paragraphs=6, max_paragraph_tokens=24, max_target_length=32)
+    inputs, labels, weights = real_batch(
+        recipe, config, vocabulary, real_examples("qmsum_goldspan", "train"), 8)
+    assert inputs["tokens"].shape == (8, 6, 24)
+    assert inputs["paragraph_mask"].sum() > 8
+    model = recipe.build_model(config.replace(dropout=0.0), vocabulary.vocabulary_size)
+    accuracy = memorize(model, inputs, labels, weights, epochs=60, batch_size=8)
+    assert accuracy >= 0.95, accuracy
