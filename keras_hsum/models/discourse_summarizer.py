@@ -1,0 +1,464 @@
+"""Cohan et al.'s discourse-aware summarizer (2018): hierarchical BiLSTM,
+discourse attention, pointer-generator copy and coverage."""
+
+import keras
+from keras import ops
+
+from keras_hsum.layers.discourse_attention import DiscourseAttention
+from keras_hsum.layers.masking import as_bool_mask
+from keras_hsum.layers.masking import merge_masks
+from keras_hsum.layers.pointer_generator import PointerGenerator
+from keras_hsum.layers.pointer_generator import coverage_loss
+from keras_hsum.models.summarizer import Summarizer
+from keras_hsum.models.summarizer import decoder_padding_mask
+from keras_hsum.models.summarizer import required
+
+UNK_ID = 1
+# Floor of the final distribution before its log: words that neither the
+# generator nor the copy distribution can produce (an OOV slot absent from
+# the source) get log(1e-12) ≈ -27.6 instead of -inf.
+MIN_PROBABILITY = 1e-12
+
+
+@keras.saving.register_keras_serializable(package="keras_hsum")
+class DiscourseSummarizer(Summarizer):
+    """The discourse-aware abstractive summarizer of Cohan et al. (2018).
+
+    Encoder (their §3, "Encoder"). Tokens are embedded (E) and read by a
+    word-level BiLSTM whose state is carried across sections: the forward
+    LSTM starts section j+1 from its final state on section j, and the
+    backward LSTM starts section j from its final state on section j+1. This
+    is computed batched as *one* BiLSTM over the P·T concatenated section
+    slots with the word mask (token_mask ∧ section mask), since a Keras LSTM
+    keeps its state unchanged over masked steps: padded tokens and padded
+    sections are skipped, so padding never changes an output. Forward and
+    backward states are combined by h = relu(W [h→; h←] + b) (the paper's
+    combined state) into the word states h^(e)_(j,i) [B,P,T,D]. The final
+    word state of section j, [h→ at its last word; h← at its first word]
+    combined the same way, is the section's input to the section-level
+    BiLSTM, whose combined outputs are the section states h^(s)_j [B,P,D];
+    its final (h, c) states, reduced by relu layers (See et al.), start the
+    decoder.
+
+    Decoder (their §3, "Discourse-aware decoder", Eq. 4-9). An
+    `keras.layers.LSTMCell` of width D reads [x_t; c_(t-1)] (the embedded
+    previous word and the previous context vector; c_0 = 0). With its new
+    state h_t, `DiscourseAttention` gives section weights β (Eq. 6), word
+    weights α (Eq. 5, with coverage) and the context c_t (Eq. 4);
+    P_vocab = softmax(V' (V [h_t; c_t] + b) + b') (Eq. 7) and
+    `PointerGenerator` mixes it with the copy distribution Σ α over the
+    source positions of each word (Eq. 8-9). The attention query is the new
+    state h_t (See et al.'s and the authors' released code); Eq. 5-6 as
+    printed use h_(t-1). Teacher forcing (`call`) and
+    decoding (`step`) run the same `_decoder_step` code, teacher forcing in
+    `ops.scan` over S.
+
+    Copying. `source_extended_ids` [B,P,T] gives every source word's id in
+    the extended vocabulary V + `num_oov` (ids >= V name the example's
+    source OOVs; the model's static `num_oov` is the most OOVs of one
+    example, so a per-example OOV count in the inputs is not needed and is
+    ignored); without it the copy distribution goes to the regular ids
+    `tokens` (keras_hsum's SentencePiece vocabulary rarely produces OOVs,
+    and the data pipeline gives no extended ids). Decoder input ids >= V
+    are read as `unk_id`. The "logits" of `call` and `step` are the log of
+    the final distribution over V + num_oov (floored at 1e-12, so finite);
+    `LabelSmoothedCrossEntropy` takes them as they are.
+
+    Coverage (See et al., 2017; Cohan et al. §3 "Decoder coverage"). The
+    non-trainable variable `coverage_weight` λ starts at 0. While λ = 0 the
+    attention gets zero coverage (the model is exactly the one without
+    coverage) and no loss is added; set λ > 0 (`set_coverage_weight`, or
+    the recipe's callback for the last epochs, as in the paper) to feed the
+    coverage vector cov_t = Σ_(k<t) α_k to the attention and add
+    λ · coverage_loss (mean over valid target steps of Σ min(α_t, cov_t))
+    with `add_loss`. Only with `use_coverage=True`.
+
+    Args:
+        vocabulary_size: V.
+        hidden_dim: D, the LSTM cell size (encoder and decoder) and the
+            width of word/section states and attention features.
+        embedding_dim: E, the token embedding width (shared by encoder and
+            decoder).
+        num_oov: the static number of extended-vocabulary slots for source
+            OOVs (0: no extension; the output then has V entries).
+        use_coverage: create the coverage mechanism (needed for λ > 0).
+        section_weighting: `DiscourseAttention`'s `"scores"` (Eq. 5 as
+            printed) or `"probabilities"`.
+        unk_id: the id that decoder input ids >= V are mapped to.
+        pad_id, bos_id, eos_id: special ids.
+
+    Inputs (dict):
+        tokens: int [B,P,T] section tokens.
+        token_mask: optional bool [B,P,T]; default tokens != pad.
+        paragraph_mask: optional bool [B,P], the section mask; default: a
+            section is real when it has a real token.
+        source_extended_ids: optional int [B,P,T] (see Copying).
+        target_mask: optional bool [B,S], real target steps (for the
+            coverage loss; default decoder_tokens != pad).
+        decoder_tokens: int [B,S] (teacher forcing).
+
+    Returns (call):
+        float32 log-probabilities [B,S,V + num_oov].
+
+    Decoding: `state` holds `h`, `c` [B,D], `context` [B,D] (c_(t-1)) and
+    `coverage` [B,P,T]; aux is `{"paragraph_attention": β [B,P],
+    "attention": α [B,P·T], "p_gen": [B]}`, all float32.
+
+    Example:
+    >>> model = DiscourseSummarizer(vocabulary_size=50, hidden_dim=8,
+    ...                             embedding_dim=6)
+    >>> log_probabilities = model({
+    ...     "tokens": np.full((2, 3, 5), 7, "int32"),
+    ...     "decoder_tokens": np.full((2, 4), 2, "int32"),
+    ... })
+    >>> tuple(log_probabilities.shape)
+    (2, 4, 50)
+
+    References:
+        Cohan et al. (2018), A Discourse-Aware Attention Model for
+        Abstractive Summarization of Long Documents, NAACL.
+        See et al. (2017), Get To The Point: Summarization with
+        Pointer-Generator Networks, ACL.
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        hidden_dim=256,
+        embedding_dim=128,
+        num_oov=0,
+        use_coverage=True,
+        section_weighting="scores",
+        unk_id=UNK_ID,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.vocabulary_size = vocabulary_size
+        self.hidden_dim = hidden_dim
+        self.embedding_dim = embedding_dim
+        self.num_oov = num_oov
+        self.use_coverage = use_coverage
+        self.section_weighting = section_weighting
+        self.unk_id = unk_id
+        dtype = self.dtype_policy
+
+        def lstm(**options):
+            return keras.layers.LSTM(hidden_dim, dtype=dtype, **options)
+
+        self.token_embedding = keras.layers.Embedding(
+            vocabulary_size, embedding_dim, dtype=dtype, name="token_embedding"
+        )
+        self.word_encoder = keras.layers.Bidirectional(
+            lstm(return_sequences=True, name="word_lstm"),
+            merge_mode=None,
+            dtype=dtype,
+            name="word_encoder",
+        )
+        self.word_reduce = keras.layers.Dense(
+            hidden_dim, activation="relu", dtype=dtype, name="word_reduce"
+        )
+        self.section_encoder = keras.layers.Bidirectional(
+            lstm(return_sequences=True, return_state=True, name="section_lstm"),
+            merge_mode=None,
+            dtype=dtype,
+            name="section_encoder",
+        )
+        self.section_reduce = keras.layers.Dense(
+            hidden_dim, activation="relu", dtype=dtype, name="section_reduce"
+        )
+        self.initial_h_reduce = keras.layers.Dense(
+            hidden_dim, activation="relu", dtype=dtype, name="initial_h_reduce"
+        )
+        self.initial_c_reduce = keras.layers.Dense(
+            hidden_dim, activation="relu", dtype=dtype, name="initial_c_reduce"
+        )
+        self.decoder_cell = keras.layers.LSTMCell(
+            hidden_dim, dtype=dtype, name="decoder_cell"
+        )
+        self.attention = DiscourseAttention(
+            attention_dim=hidden_dim,
+            use_coverage=use_coverage,
+            section_weighting=section_weighting,
+            dtype=dtype,
+            name="discourse_attention",
+        )
+        self.output_projection = keras.layers.Dense(
+            hidden_dim, dtype=dtype, name="output_projection"
+        )
+        self.vocabulary_projection = keras.layers.Dense(
+            vocabulary_size, dtype=dtype, name="vocabulary_projection"
+        )
+        self.pointer_generator = PointerGenerator(
+            vocabulary_size=vocabulary_size,
+            num_oov=num_oov,
+            dtype=dtype,
+            name="pointer_generator",
+        )
+        self.coverage_weight = self.add_weight(
+            shape=(),
+            initializer="zeros",
+            trainable=False,
+            dtype="float32",
+            name="coverage_weight",
+        )
+
+    # ------------------------------------------------------------------ #
+    # Coverage switch.
+
+    def set_coverage_weight(self, value):
+        """Sets λ (0 switches coverage off; > 0 needs `use_coverage=True`)."""
+        value = float(value)
+        if value < 0 or (value > 0 and not self.use_coverage):
+            raise ValueError(
+                f"{self.name}: the coverage weight must be >= 0, and > 0 only "
+                "for a model created with `use_coverage=True`; received "
+                f"{value} with use_coverage={self.use_coverage}."
+            )
+        self.coverage_weight.assign(value)
+
+    def _coverage_on(self):
+        """float32 scalar: 1 while λ > 0, else 0."""
+        return ops.cast(ops.greater(self.coverage_weight, 0.0), "float32")
+
+    # ------------------------------------------------------------------ #
+    # Encoder.
+
+    def _source_masks(self, inputs, tokens):
+        if "token_mask" in inputs and inputs["token_mask"] is not None:
+            token_mask = as_bool_mask(inputs["token_mask"])
+        else:
+            token_mask = ops.not_equal(tokens, self.pad_id)
+        if "paragraph_mask" in inputs and inputs["paragraph_mask"] is not None:
+            section_mask = as_bool_mask(inputs["paragraph_mask"])
+        else:
+            section_mask = ops.any(token_mask, axis=-1)
+        word_mask = merge_masks(token_mask, section_mask[:, :, None])
+        # A section is real only if it has a real word.
+        section_mask = ops.logical_and(section_mask, ops.any(word_mask, axis=-1))
+        return word_mask, section_mask
+
+    def encode(self, inputs, training=False):
+        """Runs the hierarchical encoder.
+
+        Returns:
+            `{"word_states": [B,P,T,D], "section_states": [B,P,D],
+            "word_mask": bool [B,P,T], "section_mask": bool [B,P],
+            "source_ids": int32 [B,P,T] (extended ids, or tokens),
+            "initial_h", "initial_c": [B,D]}`.
+        """
+        tokens = required(self, inputs, "tokens", "int [B,P,T]")
+        if len(tokens.shape) != 3:
+            raise ValueError(
+                f"{self.name}: `tokens` must be int [B,P,T] (sections of "
+                f"tokens; family 'sections'), received shape {tuple(tokens.shape)}. "
+                "Build batches with keras_hsum.data.make_dataset(..., 'sections', ...)."
+            )
+        tokens = ops.cast(tokens, "int32")
+        source_ids = tokens
+        if inputs.get("source_extended_ids") is not None:
+            source_ids = ops.cast(inputs["source_extended_ids"], "int32")
+            if tuple(source_ids.shape) != tuple(tokens.shape) and None not in (
+                tuple(source_ids.shape) + tuple(tokens.shape)
+            ):
+                raise ValueError(
+                    f"{self.name}: `source_extended_ids` must have the shape of "
+                    f"`tokens` [B,P,T] = {tuple(tokens.shape)}, received "
+                    f"{tuple(source_ids.shape)}."
+                )
+        word_mask, section_mask = self._source_masks(inputs, tokens)
+        shape = ops.shape(tokens)
+        batch, sections, length = shape[0], shape[1], shape[2]
+
+        # Word level: one BiLSTM over the P·T concatenated section slots, so
+        # the state is carried from section to section (masked steps keep it).
+        embedded = self.token_embedding(tokens)
+        flat = ops.reshape(embedded, (batch, sections * length, self.embedding_dim))
+        flat_mask = ops.reshape(word_mask, (batch, sections * length))
+        forward, backward = self.word_encoder(flat, mask=flat_mask, training=training)
+        word_states = self.word_reduce(ops.concatenate([forward, backward], axis=-1))
+        word_states = ops.reshape(word_states, (batch, sections, length, self.hidden_dim))
+        word_states = word_states * ops.cast(word_mask[..., None], word_states.dtype)
+
+        # Final word state of each section: h→ at its last word, h← at its first.
+        positions = ops.arange(length, dtype="int32")[None, None, :]
+        last = ops.maximum(ops.max(ops.where(word_mask, positions, -1), axis=-1), 0)
+        first = ops.minimum(ops.min(ops.where(word_mask, positions, length), axis=-1), length - 1)
+        forward = ops.reshape(forward, (batch, sections, length, self.hidden_dim))
+        backward = ops.reshape(backward, (batch, sections, length, self.hidden_dim))
+
+        def at(states, index):  # [B,P,T,D], [B,P] -> [B,P,D]
+            index = ops.broadcast_to(
+                index[:, :, None, None], (batch, sections, 1, self.hidden_dim)
+            )
+            return ops.take_along_axis(states, index, axis=2)[:, :, 0, :]
+
+        section_inputs = self.word_reduce(
+            ops.concatenate([at(forward, last), at(backward, first)], axis=-1)
+        )
+
+        # Section level.
+        (
+            section_forward,
+            section_backward,
+            forward_h,
+            forward_c,
+            backward_h,
+            backward_c,
+        ) = self.section_encoder(section_inputs, mask=section_mask, training=training)
+        section_states = self.section_reduce(
+            ops.concatenate([section_forward, section_backward], axis=-1)
+        )
+        section_states = section_states * ops.cast(
+            section_mask[..., None], section_states.dtype
+        )
+        return {
+            "word_states": word_states,
+            "section_states": section_states,
+            "word_mask": word_mask,
+            "section_mask": section_mask,
+            "source_ids": source_ids,
+            "initial_h": self.initial_h_reduce(
+                ops.concatenate([forward_h, backward_h], axis=-1)
+            ),
+            "initial_c": self.initial_c_reduce(
+                ops.concatenate([forward_c, backward_c], axis=-1)
+            ),
+        }
+
+    # ------------------------------------------------------------------ #
+    # Decoder.
+
+    def _decoder_step(self, ids, state, memory, coverage_on):
+        """One decoder step shared by teacher forcing and `step`.
+
+        Args:
+            ids: int [B], the step's input words (extended ids allowed).
+            state: dict `h`, `c`, `context` [B,D], `coverage` [B,P,T].
+            memory: `encode`'s dict.
+            coverage_on: float32 scalar, 1 while λ > 0.
+
+        Returns:
+            `(log_probabilities [B,V + num_oov], new_state, alpha [B,P,T],
+            beta [B,P], p_gen [B,1])`.
+        """
+        ids = ops.cast(ids, "int32")
+        ids = ops.where(ids >= self.vocabulary_size, self.unk_id, ids)
+        x = self.token_embedding(ids)
+        cell_input = ops.concatenate([x, ops.cast(state["context"], x.dtype)], axis=-1)
+        h, (h, c) = self.decoder_cell(cell_input, [state["h"], state["c"]])
+        coverage = None
+        if self.use_coverage:
+            coverage = state["coverage"] * coverage_on
+        context, alpha, beta = self.attention(
+            h,
+            memory["word_states"],
+            memory["section_states"],
+            token_mask=memory["word_mask"],
+            section_mask=memory["section_mask"],
+            coverage=coverage,
+        )
+        hidden = self.output_projection(ops.concatenate([h, context], axis=-1))
+        vocabulary_probabilities = ops.softmax(
+            ops.cast(self.vocabulary_projection(hidden), "float32"), axis=-1
+        )
+        distribution, p_gen = self.pointer_generator(
+            vocabulary_probabilities,
+            alpha,
+            memory["source_ids"],
+            h,
+            context,
+            x,
+            token_mask=memory["word_mask"],
+        )
+        log_probabilities = ops.log(ops.maximum(distribution, MIN_PROBABILITY))
+        alpha = ops.cast(alpha, "float32")
+        new_state = {
+            "h": h,
+            "c": c,
+            "context": context,
+            "coverage": state["coverage"] + alpha,
+        }
+        return log_probabilities, new_state, alpha, ops.cast(beta, "float32"), p_gen
+
+    def _initial_state(self, memory):
+        return {
+            "h": memory["initial_h"],
+            "c": memory["initial_c"],
+            "context": ops.zeros_like(memory["initial_h"]),
+            "coverage": ops.zeros(ops.shape(memory["word_mask"]), "float32"),
+        }
+
+    def decode(self, decoder_tokens, memory, inputs=None, training=False):
+        """Teacher forcing: int [B,S] → float32 log-probabilities [B,S,V + num_oov].
+
+        Step 0 runs (and builds every decoder layer) outside the loop, steps
+        1..S-1 in `ops.scan`, so the graph does not grow with S. Adds
+        λ · coverage_loss with `add_loss` (0 while λ = 0).
+        """
+        if len(decoder_tokens.shape) != 2:
+            raise ValueError(
+                f"{self.name}: `decoder_tokens` must be int [B,S], received "
+                f"shape {tuple(decoder_tokens.shape)}."
+            )
+        decoder_tokens = ops.cast(decoder_tokens, "int32")
+        coverage_on = self._coverage_on()
+
+        # The loop carry holds the decoder state and the step's outputs:
+        # Keras' TensorFlow `ops.scan` needs the per-step outputs to have
+        # the carry's structure, so each step emits its whole carry.
+        def step(carry, ids):
+            state = {k: carry[k] for k in ("h", "c", "context", "coverage")}
+            log_probabilities, state, alpha, _, _ = self._decoder_step(
+                ids, state, memory, coverage_on
+            )
+            carry = dict(state, log_probabilities=log_probabilities, alpha=alpha)
+            return carry, carry
+
+        first, _ = step(self._initial_state(memory), decoder_tokens[:, 0])
+        _, rest = ops.scan(step, first, ops.transpose(decoder_tokens[:, 1:]))
+        log_probabilities, alphas = (
+            ops.concatenate(
+                [ops.expand_dims(first[k], 1), ops.moveaxis(rest[k], 0, 1)], axis=1
+            )
+            for k in ("log_probabilities", "alpha")
+        )
+        if self.use_coverage:
+            target_mask = None if inputs is None else inputs.get("target_mask")
+            if target_mask is None:
+                target_mask = decoder_padding_mask(decoder_tokens, self.pad_id)
+            # The coverage each step was given: Σ_(k<t) α_k.
+            loss = coverage_loss(alphas, target_mask=target_mask)
+            self.add_loss(ops.cast(self.coverage_weight, "float32") * loss)
+        return log_probabilities
+
+    def initial_cache(self, memory, max_length):
+        """`(memory, state)`; the LSTM state needs no room for `max_length`."""
+        return dict(memory), self._initial_state(memory)
+
+    def step(self, ids, index, cache):
+        static, state = cache
+        log_probabilities, state, alpha, beta, p_gen = self._decoder_step(
+            ids, state, static, self._coverage_on()
+        )
+        batch = ops.shape(ids)[0]
+        aux = {
+            "paragraph_attention": beta,
+            "attention": ops.reshape(alpha, (batch, -1)),
+            "p_gen": ops.cast(p_gen[:, 0], "float32"),
+        }
+        return log_probabilities, (static, state), aux
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "hidden_dim": self.hidden_dim,
+                "embedding_dim": self.embedding_dim,
+                "num_oov": self.num_oov,
+                "use_coverage": self.use_coverage,
+                "section_weighting": self.section_weighting,
+                "unk_id": self.unk_id,
+            }
+        )
+        return config

@@ -1,0 +1,165 @@
+"""Cohan et al. (2018): the discourse-aware summarizer of long documents.
+
+A hierarchical BiLSTM reads the document's first P sections (T tokens each),
+an LSTM decoder attends to sections and words (discourse attention), copies
+source words (pointer-generator) and, in the final epochs, uses coverage
+(`callbacks` switches it on after `coverage_start_epoch` epochs, so one
+`model.fit` runs both phases). Loss: token NLL of the final distribution
+(the model outputs log-probabilities) plus λ · coverage loss (added by the
+model itself with `add_loss` once coverage is on).
+"""
+
+import dataclasses
+
+import keras
+
+from keras_hsum.data import make_dataset as _make_dataset
+from keras_hsum.data import training_pairs
+from keras_hsum.models.discourse_summarizer import DiscourseSummarizer
+from keras_hsum.models.losses import LabelSmoothedCrossEntropy
+from recipes.base import RecipeConfig
+
+DEFAULT_DATASET = "scisummnet"
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(RecipeConfig):
+    """DiscourseSummarizer sizes and the coverage phase.
+
+    Attributes:
+        hidden_dim: D, LSTM cell size (encoder and decoder).
+        embedding_dim: E.
+        max_sections: P, the first sections kept.
+        max_section_length: T, tokens per section.
+        max_target_length: S, the summary length (with BOS/EOS).
+        num_oov: extended-vocabulary slots (0: the pipeline gives no
+            extended ids; copying goes to the regular ids).
+        use_coverage: build the coverage mechanism.
+        coverage_start_epoch: epochs trained without coverage; coverage is
+            on from this (0-based) epoch to the end (None: never).
+        coverage_loss_weight: λ once coverage is on (See et al.: 1).
+        section_weighting: `DiscourseAttention`'s "scores" or "probabilities".
+    """
+
+    dataset: str = DEFAULT_DATASET
+    hidden_dim: int = 256
+    embedding_dim: int = 128
+    max_sections: int = 4
+    max_section_length: int = 500
+    max_target_length: int = 210
+    num_oov: int = 0
+    use_coverage: bool = True
+    coverage_start_epoch: int | None = 8
+    coverage_loss_weight: float = 1.0
+    section_weighting: str = "scores"
+    optimizer: str = "adagrad"
+    learning_rate: float = 0.15
+    label_smoothing: float = 0.0
+    clipnorm: float | None = 2.0
+
+
+CONFIGS = {
+    "tiny": Config(
+        vocabulary_size=4000,
+        hidden_dim=64,
+        embedding_dim=32,
+        max_sections=4,
+        max_section_length=64,
+        max_target_length=48,
+        batch_size=8,
+        epochs=6,
+        steps_per_epoch=30,
+        validation_steps=4,
+        coverage_start_epoch=5,
+        optimizer="adagrad",
+        learning_rate=0.15,
+        max_val_examples=32,
+    ),
+    # Cohan et al. §5 (with See et al.'s hyperparameters): cell 256,
+    # embeddings 128, 4 sections × 500 tokens, 50k vocabulary, batch 16,
+    # Adagrad 0.15 (Keras' Adagrad starts its accumulator at 0.1, as theirs),
+    # gradient-norm clipping 2 (See et al.), summaries up to 210 tokens,
+    # about 10 epochs with coverage in the last two. An epoch here is one
+    # pass over scisummnet's 596 training papers (37 steps of 16).
+    "paper": Config(
+        vocabulary_size=50000,
+        batch_size=16,
+        epochs=10,
+        steps_per_epoch=37,
+        coverage_start_epoch=8,
+    ),
+}
+
+
+def build_model(config, vocabulary_size):
+    return DiscourseSummarizer(
+        vocabulary_size=vocabulary_size,
+        hidden_dim=config.hidden_dim,
+        embedding_dim=config.embedding_dim,
+        num_oov=config.num_oov,
+        use_coverage=config.use_coverage,
+        section_weighting=config.section_weighting,
+        name="discourse_summarizer",
+    )
+
+
+def make_dataset(
+    config, source, vocabulary, *, training, seed=0, cache=None, max_examples=None
+):
+    dataset = _make_dataset(
+        source,
+        vocabulary,
+        "sections",
+        batch_size=config.batch_size,
+        max_units=config.max_sections,
+        max_tokens=config.max_section_length,
+        max_target_length=config.max_target_length,
+        shuffle_buffer=256 if training else 0,
+        seed=seed,
+        # Static [B,P,T] and S in every batch (one trace, XLA friendly).
+        pad_to_max=True,
+        repeat=training,
+        drop_remainder=training,
+        cache=cache,
+        max_examples=max_examples,
+    )
+    return training_pairs(dataset, pad_id=vocabulary.pad_id)
+
+
+def loss(config):
+    """NLL of the pointer-generator's final distribution (log-probabilities)."""
+    return LabelSmoothedCrossEntropy(config.label_smoothing)
+
+
+class CoveragePhase(keras.callbacks.Callback):
+    """Switches coverage on for the final epochs (Cohan et al. §5).
+
+    At the start of every epoch sets the model's coverage weight λ to 0
+    before `start_epoch` and to `weight` from `start_epoch` on (0-based;
+    resumed trainings get the right phase too).
+
+    Args:
+        start_epoch: first epoch with coverage (None: never).
+        weight: λ during the coverage phase.
+    """
+
+    def __init__(self, start_epoch, weight=1.0):
+        super().__init__()
+        self.start_epoch = start_epoch
+        self.weight = weight
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if not hasattr(self.model, "set_coverage_weight"):
+            raise ValueError(
+                "CoveragePhase needs a model with `set_coverage_weight` (a "
+                f"DiscourseSummarizer), received {type(self.model).__name__}."
+            )
+        on = self.start_epoch is not None and epoch >= self.start_epoch
+        self.model.set_coverage_weight(self.weight if on else 0.0)
+
+
+def callbacks(config):
+    """The coverage phase switch (when the model has coverage)."""
+    if not config.use_coverage or config.coverage_start_epoch is None:
+        return []
+    return [CoveragePhase(config.coverage_start_epoch, config.coverage_loss_weight)]
