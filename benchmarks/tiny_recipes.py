@@ -37,6 +37,13 @@ def child(name, out, minutes):
 
     recipe = recipes.get(name)
     config = recipes.config(name, "tiny")
+    if name == "pht_predictor":
+        # The predictor learns the attention of a trained PHT: the tiny PHT
+        # run of this benchmark (train "pht" first).
+        teacher = os.path.join(os.path.dirname(out), "pht")
+        if not os.path.exists(os.path.join(teacher, "model.keras")):
+            raise SystemExit(f"pht_predictor needs the tiny PHT run in {teacher}.")
+        config = config.replace(teacher_run=teacher)
 
     class InitialValidation(keras.callbacks.Callback):
         """Validation loss at initialisation (before the first step)."""
@@ -82,6 +89,10 @@ def main():
     parser.add_argument("--recipes", default=None, help="comma-separated (default: all)")
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--runs", default=os.path.join(ROOT, "runs", "tiny_recipes"))
+    parser.add_argument(
+        "--merge", action="store_true",
+        help="keep the other recipes' rows of an earlier results/tiny_recipes.json",
+    )
     parser.add_argument("--child")
     args = parser.parse_args()
     if args.child:
@@ -111,6 +122,12 @@ def main():
         losses = row["history"].get("val_loss", [])
         print(f"{name}: val_loss {row['initial'].get('val_loss')} -> {losses[-1:]} "
               f"in {row['steps']} steps, {row['seconds'] / 60:.1f} min", flush=True)
+
+    if args.merge and os.path.exists(os.path.join(RESULTS, "tiny_recipes.json")):
+        with open(os.path.join(RESULTS, "tiny_recipes.json")) as file:
+            earlier = json.load(file)["rows"]
+        names_now = {row["recipe"] for row in rows}
+        rows = [row for row in earlier if row["recipe"] not in names_now] + rows
 
     lines = [
         "| recipe | dataset | steps | minutes | val loss at init | after each epoch | final / init |",

@@ -22,6 +22,24 @@ def _atomic_write_json(path, value):
     os.replace(temporary, path)
 
 
+def check_finite_weights(model, what):
+    """Raises `NonFiniteLossError` when a weight of `model` holds NaN/inf.
+
+    Called before a backup or checkpoint is written, so that broken weights
+    (a finite loss whose update overflowed) never replace good ones.
+    """
+    for variable in model.weights:
+        if not np.all(np.isfinite(keras.ops.convert_to_numpy(variable))):
+            step = int(np.asarray(model.optimizer.iterations))
+            raise NonFiniteLossError(
+                f"The weight {variable.path!r} became NaN/inf at step {step}; "
+                f"the {what} was not written, so the last good one is kept. "
+                "Lower the learning rate, enable clipping (clipnorm) or check "
+                "the data, then run the same command again to resume from "
+                "the backup."
+            )
+
+
 class NonFiniteLossGuard(keras.callbacks.Callback):
     """Stops training with `NonFiniteLossError` at the first NaN/inf loss.
 
@@ -94,7 +112,11 @@ class TrainingBackup(keras.callbacks.Callback):
         """Loads the last backup into a built, compiled `model`.
 
         Returns:
-            The global step of the backup (0 when there is none).
+            The global step of the backup (0 when there is none): the
+            restored optimizer's iteration count. The weights file (which
+            holds the optimizer state) is the commit point: a kill between
+            its rename and the rename of `backup.json` leaves a state file
+            one backup behind, and its step would be wrong.
         """
         state = cls.saved_state(backup_dir)
         if state is None:
@@ -102,9 +124,12 @@ class TrainingBackup(keras.callbacks.Callback):
         if model.optimizer is not None and not model.optimizer.built:
             model.optimizer.build(model.trainable_variables)
         model.load_weights(os.path.join(backup_dir, cls.WEIGHTS))
+        if model.optimizer is not None:
+            return int(np.asarray(model.optimizer.iterations))
         return int(state["step"])
 
     def save(self):
+        check_finite_weights(self.model, "backup")
         os.makedirs(self.backup_dir, exist_ok=True)
         step = int(np.asarray(self.model.optimizer.iterations))
         weights = os.path.join(self.backup_dir, self.WEIGHTS)
@@ -164,6 +189,7 @@ class EpochCheckpoint(keras.callbacks.Callback):
                 self.best = json.load(file)["value"]
 
     def _save(self, name):
+        check_finite_weights(self.model, name)
         path = os.path.join(self.directory, name)
         temporary = os.path.join(self.directory, f"incomplete-{name}")
         self.model.save(temporary)

@@ -13,11 +13,15 @@
    with a progress bar, TensorBoard logs (`out/logs/`), `out/history.json`,
    `out/model.keras` (last epoch) and `out/best.keras` (lowest val_loss).
 
-Strategies: "default" (one device), "mirrored" (`MirroredStrategy` over the
-local GPUs, or over the logical CPU devices when there are several) and
-"multi_worker" (`MultiWorkerMirroredStrategy` from `TF_CONFIG`, trained
-with `keras_hsum.training.distributed.custom_fit`, since Keras 3's
-`model.fit` does not run under it: keras-team/keras#20585).
+Strategies: "default" (one device, `model.fit`), "mirrored"
+(`MirroredStrategy` over the local GPUs, or over the logical CPU devices
+when there are several) and "multi_worker" (`MultiWorkerMirroredStrategy`
+from `TF_CONFIG`). Both distributed strategies train with
+`keras_hsum.training.distributed.custom_fit`, a `strategy.run` loop over
+the same compiled model and callbacks: Keras 3's `model.fit` does not run
+under MultiWorkerMirroredStrategy (keras-team/keras#20585), and under
+MirroredStrategy it fails on boolean features, skips the first batch of
+every `fit` call and clips each replica's partial gradient (see `train`).
 """
 
 import dataclasses
@@ -131,7 +135,12 @@ def load_or_train_vocabulary(out, train_source, vocabulary_size):
     vocabulary = Vocabulary.train(
         corpus_sentences(examples), vocabulary_size=vocabulary_size
     )
-    vocabulary.save(path)
+    # Through a temporary file and a rename: workers of a multi-worker run
+    # may train and write it at the same time, and a reader must never see
+    # half a file.
+    temporary = f"{path}.{os.getpid()}.tmp"
+    vocabulary.save(temporary)
+    os.replace(temporary, path)
     return vocabulary
 
 
@@ -244,8 +253,12 @@ def _check_or_write_config(out, resolved):
                 f"(field: (old, new)) {differences}. Run the same command to "
                 "resume it, or choose a new --out."
             )
-    with open(path, "w") as file:
+    # Atomically: every worker of a multi-worker run writes (and may read)
+    # the same file.
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with open(temporary, "w") as file:
         json.dump(resolved, file, indent=2, sort_keys=True)
+    os.replace(temporary, path)
 
 
 def _history(out):
@@ -318,26 +331,50 @@ def train(
     _check_or_write_config(
         out, resolved_config(recipe_name, config_name, config, data, strategy)
     )
+    # MultiWorkerMirroredStrategy must be created before TensorFlow runs
+    # anything (it configures the collective ops of the eager context).
+    distribution = make_strategy(strategy)
+    # The global seed is set before the datasets are built: their shuffle
+    # seeds derive from it, so every dataset built by this run (and by a
+    # resumed run) yields the same batches in the same order.
+    keras.utils.set_random_seed(config.seed)
     train_source, val_source = resolve_data(data, config.dataset)
     vocabulary = load_or_train_vocabulary(out, train_source, config.vocabulary_size)
-    train_data = recipe.make_dataset(
-        config, train_source, vocabulary, training=True, seed=config.seed,
-        cache=True, max_examples=config.max_train_examples,
-    )
+
+    def make_train_data():
+        # A fresh dataset per use: a shuffled dataset reshuffles for every
+        # new iterator over the same object, so only the first iterator of
+        # a fresh dataset reproduces an uninterrupted run's batches.
+        return recipe.make_dataset(
+            config, train_source, vocabulary, training=True, seed=config.seed,
+            cache=True, max_examples=config.max_train_examples,
+        )
+
+    train_data = make_train_data()
     val_data = recipe.make_dataset(
         config, val_source, vocabulary, training=False, seed=config.seed,
         cache=True, max_examples=config.max_val_examples,
     )
-    if strategy == "multi_worker":
+    if strategy in ("mirrored", "multi_worker"):
+        # Keras 3.15's `fit` under a MirroredStrategy reduces the first
+        # batch with MEAN to build the model symbolically, which fails on
+        # boolean features (AddN on the masks) and drops that batch from
+        # training; its optimizer also clips each replica's part of the
+        # gradient instead of their sum. The strategy.run loop has none of
+        # these problems (and is the only way under MultiWorkerMirrored:
+        # keras-team/keras#20585).
         from keras_hsum.training.distributed import custom_fit
 
         return custom_fit(
             recipe, config, out=out, vocabulary=vocabulary,
             train_data=train_data, val_data=val_data, verbose=verbose,
+            strategy=distribution, max_minutes=max_minutes,
+            extra_callbacks=extra_callbacks,
         )
 
-    distribution = make_strategy(strategy)
-    sample_inputs = next(iter(train_data))[0]
+    # The model is built on a validation batch: an iterator over
+    # `train_data` here would shift the shuffle order of the one `fit` uses.
+    sample_inputs = next(iter(val_data))[0]
     keras.utils.set_random_seed(config.seed)
     with distribution.scope():
         model = build_compiled_model(
@@ -365,11 +402,12 @@ def train(
     # remaining epochs (one iterator, so the in-memory cache is reused).
     # The pipeline is deterministic, so skipping the batches already
     # consumed continues exactly where the interrupted run stopped.
+    first = True
     while done < total and not model.stop_training:
         epoch = done // config.steps_per_epoch
         partial = done % config.steps_per_epoch
         model.fit(
-            train_data.skip(done),
+            (train_data if first else make_train_data()).skip(done),
             initial_epoch=epoch,
             epochs=epoch + 1 if partial else config.epochs,
             steps_per_epoch=config.steps_per_epoch - partial,
@@ -378,6 +416,7 @@ def train(
             callbacks=callbacks,
             verbose=verbose,
         )
+        first = False
         now = int(model.optimizer.iterations.numpy())
         if now == done:
             break

@@ -1,0 +1,178 @@
+"""Distributed training gives the weights of one device on the same global batch.
+
+Every test trains the real entry point in subprocesses (a strategy's
+devices and `TF_CONFIG` must be set before TensorFlow starts) on 64 real
+qmsum_goldspan examples, tiny config, dropout 0, then compares the saved
+weights with a one-device `model.fit` run of the same global batches.
+
+Tolerances: the runs differ only in float32 summation order (a batch split
+in two halves whose gradients are summed). Adam divides each gradient by
+the root of its running square, which turns a rounding difference in an
+almost-zero gradient into a difference of up to 2·lr in its weight; the
+tolerance is therefore a few learning rates (the peak rate of these runs
+is about 5e-3).
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from training_runs import COMMON_OVERRIDES
+from training_runs import free_ports
+from training_runs import max_difference
+from training_runs import new_run_folder
+from training_runs import run
+from training_runs import saved_weights
+from training_runs import train_vocabulary
+from training_runs import write_corpus
+
+pytestmark = pytest.mark.tensorflow_only
+
+# The recipe the distributed runs train; both tests take it as a parameter.
+RECIPE = "flat"
+MULTI_WORKER_RECIPE = "pht"
+EPOCHS, STEPS_PER_EPOCH = 2, 3
+TOLERANCE = 2e-3
+
+# Trains `recipe` with `train()` and writes the final weights of this process
+# (the chief's and the other workers' alike) to `weights`.
+_TRAIN_SCRIPT = r"""
+import json, sys
+logical_cpus, recipe_name, corpus, runs = json.loads(sys.argv[1])
+import tensorflow as tf
+if logical_cpus > 1:
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * logical_cpus)
+import recipes
+from keras_hsum.cli import parse_overrides
+from keras_hsum.training import train
+recipe = recipes.get(recipe_name)
+for strategy, out, weights, overrides in runs:
+    config = parse_overrides(recipes.config(recipe_name, "tiny"), overrides)
+    result = train(recipe, config, out=out, data=corpus, strategy=strategy,
+                   recipe_name=recipe_name, config_name="tiny", verbose=0)
+    result.model.save_weights(weights)
+    print(json.dumps({"strategy": strategy, "steps": result.steps,
+                      "replicas": result.model.distribute_strategy.num_replicas_in_sync,
+                      "history": result.history}))
+"""
+
+
+def _overrides():
+    return list(COMMON_OVERRIDES) + [
+        f"epochs={EPOCHS}", f"steps_per_epoch={STEPS_PER_EPOCH}",
+    ]
+
+
+def _train(logical_cpus, recipe, corpus, runs, **env):
+    result = run(
+        [sys.executable, "-c", _TRAIN_SCRIPT,
+         json.dumps([logical_cpus, recipe, corpus, runs])], **env
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("distributed")
+    data = write_corpus(folder / "data")
+    return data, train_vocabulary(data, folder / "vocabulary.model"), folder
+
+
+@pytest.fixture(scope="module")
+def one_device_and_mirrored(corpus):
+    """`train()` with "default" and "mirrored" over 2 logical CPUs, in one
+    process: `{strategy: (summary, final weights)}`."""
+    data, vocabulary, folder = corpus
+    runs = []
+    for strategy in ("default", "mirrored"):
+        out = new_run_folder(folder / f"{RECIPE}-{strategy}", vocabulary)
+        runs.append([strategy, out, os.path.join(out, "final.weights.h5"), _overrides()])
+    summaries = _train(2, RECIPE, data, runs)
+    return {
+        run_[0]: (summary, saved_weights(run_[2]))
+        for run_, summary in zip(runs, summaries)
+    }
+
+
+def test_mirrored_over_two_cpus_matches_one_device(one_device_and_mirrored):
+    (single, single_weights) = one_device_and_mirrored["default"]
+    (mirrored, mirrored_weights) = one_device_and_mirrored["mirrored"]
+    assert single["replicas"] == 1 and mirrored["replicas"] == 2
+    assert single["steps"] == mirrored["steps"] == EPOCHS * STEPS_PER_EPOCH
+    difference = max_difference(single_weights, mirrored_weights)
+    print(f"max |mirrored - default| = {difference:.3g}")
+    assert difference < TOLERANCE
+    np.testing.assert_allclose(
+        mirrored["history"]["loss"], single["history"]["loss"], rtol=1e-4
+    )
+
+
+def _multi_worker(recipe, corpus, folder, workers=2):
+    data, vocabulary, _ = corpus
+    out = new_run_folder(folder / f"{recipe}-multi_worker", vocabulary)
+    ports = free_ports(workers)
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    import subprocess
+
+    from training_runs import environment
+
+    processes = []
+    for index in range(workers):
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        weights = os.path.join(folder, f"{recipe}-worker{index}.weights.h5")
+        runs = [["multi_worker", out, weights, _overrides()]]
+        processes.append((weights, subprocess.Popen(
+            [sys.executable, "-c", _TRAIN_SCRIPT, json.dumps([1, recipe, data, runs])],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=environment(TF_CONFIG=tf_config),
+        )))
+    results = []
+    for weights, process in processes:
+        stdout, stderr = process.communicate(timeout=600)
+        assert process.returncode == 0, stderr[-3000:]
+        summary = [json.loads(l) for l in stdout.splitlines() if l.startswith("{")][0]
+        results.append((summary, saved_weights(weights)))
+    return out, results
+
+
+@pytest.mark.slow  # two workers plus a one-process reference: minutes on 2 CPUs
+def test_multi_worker_matches_one_device(corpus, request, tmp_path):
+    out, workers = _multi_worker(MULTI_WORKER_RECIPE, corpus, tmp_path)
+    (chief, chief_weights), (other, other_weights) = workers
+    assert chief["replicas"] == other["replicas"] == 2
+    assert chief["steps"] == other["steps"] == EPOCHS * STEPS_PER_EPOCH
+    between_workers = max_difference(chief_weights, other_weights)
+    print(f"max |worker0 - worker1| = {between_workers:.3g}")
+    assert between_workers == 0.0
+    # Only the chief wrote the run folder; its files hold the final weights.
+    assert max_difference(saved_weights(os.path.join(out, "model.keras")), chief_weights) == 0.0
+    assert max_difference(
+        saved_weights(os.path.join(out, "backup", "backup.weights.h5")), chief_weights
+    ) == 0.0
+    with open(os.path.join(out, "history.json")) as file:
+        epochs = json.load(file)["epochs"]
+    assert [e["epoch"] for e in epochs] == list(range(1, EPOCHS + 1))
+    assert [e["step"] for e in epochs] == [STEPS_PER_EPOCH * (i + 1) for i in range(EPOCHS)]
+    assert all(np.isfinite(e["loss"]) and np.isfinite(e["val_loss"]) for e in epochs)
+    if MULTI_WORKER_RECIPE == RECIPE:
+        single, single_weights = request.getfixturevalue("one_device_and_mirrored")["default"]
+    else:
+        data, vocabulary, _ = corpus
+        reference = new_run_folder(tmp_path / f"{MULTI_WORKER_RECIPE}-default", vocabulary)
+        weights = os.path.join(reference, "final.weights.h5")
+        [single] = _train(1, MULTI_WORKER_RECIPE, data,
+                          [["default", reference, weights, _overrides()]])
+        single_weights = saved_weights(weights)
+    difference = max_difference(single_weights, chief_weights)
+    print(f"max |multi_worker - default| = {difference:.3g}")
+    assert difference < TOLERANCE
+    np.testing.assert_allclose(chief["history"]["loss"], single["history"]["loss"], rtol=1e-4)
+    np.testing.assert_allclose(
+        chief["history"]["val_loss"], single["history"]["val_loss"], rtol=1e-4
+    )

@@ -1,0 +1,179 @@
+"""Crash safety of `keras-hsum train`: kill -9 and resume, NaN losses, and a
+run folder that refuses another configuration.
+
+Runs the real command line in subprocesses on 64 real qmsum_goldspan
+examples (tiny config, dropout 0, a backup after every step).
+"""
+
+import os
+import re
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from training_runs import environment
+from training_runs import history
+from training_runs import max_difference
+from training_runs import new_run_folder
+from training_runs import optimizer_iterations
+from training_runs import run
+from training_runs import saved_weights
+from training_runs import train_command
+from training_runs import train_vocabulary
+from training_runs import write_corpus
+
+pytestmark = pytest.mark.tensorflow_only
+
+RECIPE = "flat"
+EPOCHS, STEPS_PER_EPOCH = 2, 4
+BACKUP_EVERY_STEP = ("backup_every_steps=1",)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("fault_tolerance")
+    data = write_corpus(folder / "data")
+    return data, train_vocabulary(data, folder / "vocabulary.model")
+
+
+def _backup_step(out):
+    try:
+        with open(os.path.join(out, "backup", "backup.json")) as file:
+            return int(re.search(r'"step": (\d+)', file.read()).group(1))
+    except (OSError, AttributeError):
+        return None
+
+
+def _kill_inside_an_epoch(command, out, timeout=400):
+    """Starts `command`, kills it (SIGKILL) as soon as its backup holds a
+    step inside an epoch; returns that step."""
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env=environment(),
+    )
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            step = _backup_step(out)
+            if step is not None and step % STEPS_PER_EPOCH:
+                os.kill(process.pid, signal.SIGKILL)
+                process.wait()
+                return step
+            if process.poll() is not None:
+                pytest.fail(
+                    "The run ended before it could be killed inside an epoch: "
+                    + process.stderr.read()[-2000:]
+                )
+            time.sleep(0.02)
+        pytest.fail("No mid-epoch backup appeared in time.")
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def _check_complete(out, epochs):
+    total = epochs * STEPS_PER_EPOCH
+    assert optimizer_iterations(os.path.join(out, "backup", "backup.weights.h5")) == total
+    assert _backup_step(out) == total
+    entries = history(out)
+    assert [e["epoch"] for e in entries] == list(range(1, epochs + 1))
+    assert [e["step"] for e in entries] == [STEPS_PER_EPOCH * (i + 1) for i in range(epochs)]
+    assert all(np.isfinite(e["loss"]) and np.isfinite(e["val_loss"]) for e in entries)
+
+
+@pytest.mark.slow  # three runs of the command line: minutes on 2 CPUs
+def test_kill_in_mid_epoch_resumes_to_the_same_weights(corpus, tmp_path):
+    data, vocabulary = corpus
+    killed = new_run_folder(tmp_path / "killed", vocabulary)
+    command = train_command(
+        RECIPE, data, killed, epochs=EPOCHS, steps_per_epoch=STEPS_PER_EPOCH,
+        overrides=BACKUP_EVERY_STEP,
+    )
+    step = _kill_inside_an_epoch(command, killed)
+    assert 0 < step < EPOCHS * STEPS_PER_EPOCH and step % STEPS_PER_EPOCH
+    # The same command again resumes from the backup and finishes the run.
+    result = run(command)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"for {EPOCHS * STEPS_PER_EPOCH} steps" in result.stdout
+    _check_complete(killed, EPOCHS)
+
+    # An uninterrupted run of the same command ends with the same weights:
+    # the pipeline is deterministic and the resumed run skips the batches
+    # the killed one consumed.
+    whole = new_run_folder(tmp_path / "uninterrupted", vocabulary)
+    result = run(train_command(
+        RECIPE, data, whole, epochs=EPOCHS, steps_per_epoch=STEPS_PER_EPOCH,
+        overrides=BACKUP_EVERY_STEP,
+    ))
+    assert result.returncode == 0, result.stderr[-3000:]
+    difference = max_difference(
+        saved_weights(os.path.join(killed, "model.keras")),
+        saved_weights(os.path.join(whole, "model.keras")),
+    )
+    print(f"killed at step {step}; max |resumed - uninterrupted| = {difference:.3g}")
+    assert difference < 1e-5
+    np.testing.assert_allclose(
+        [e["val_loss"] for e in history(killed)],
+        [e["val_loss"] for e in history(whole)], rtol=1e-5,
+    )
+
+
+def test_resume_refuses_another_config_but_trains_more_epochs(corpus, tmp_path):
+    data, vocabulary = corpus
+    out = new_run_folder(tmp_path / "run", vocabulary)
+    command = train_command(RECIPE, data, out, epochs=1, steps_per_epoch=STEPS_PER_EPOCH)
+    result = run(command)
+    assert result.returncode == 0, result.stderr[-3000:]
+    _check_complete(out, 1)
+
+    other = train_command(
+        RECIPE, data, out, epochs=1, steps_per_epoch=STEPS_PER_EPOCH,
+        overrides=("hidden_dim=32",),
+    )
+    result = run(other)
+    assert result.returncode == 1
+    assert "already holds a run with another configuration" in result.stderr
+    assert "'config.hidden_dim': (64, 32)" in result.stderr
+    _check_complete(out, 1)  # untouched
+
+    more = train_command(RECIPE, data, out, epochs=2, steps_per_epoch=STEPS_PER_EPOCH)
+    result = run(more)
+    assert result.returncode == 0, result.stderr[-3000:]
+    _check_complete(out, 2)
+
+
+def test_nan_loss_stops_with_the_step_and_keeps_the_last_good_backup(corpus, tmp_path):
+    data, vocabulary = corpus
+    out = new_run_folder(tmp_path / "nan", vocabulary)
+    # A learning rate of 1e30 (Noam factor) blows the weights up with the
+    # first update (finite, ~1e25); the loss of step 2 is NaN. One step per
+    # epoch, so epoch 1 ends (model.keras, a backup) before the NaN.
+    result = run(train_command(
+        RECIPE, data, out, epochs=3, steps_per_epoch=1,
+        overrides=BACKUP_EVERY_STEP + ("learning_rate=1e30", "clipnorm=none"),
+    ))
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+    message = re.search(
+        r"keras-hsum train: error: The (training loss became (nan|inf|-inf)|weight .* "
+        r"became NaN/inf) at step (\d+)", result.stderr,
+    )
+    assert message, result.stderr[-3000:]
+    nan_step = int(message.group(3))
+    print(f"NaN stop: {message.group(0)!r}")
+    assert "run the same command again to resume from the backup" in result.stderr
+    backup = os.path.join(out, "backup", "backup.weights.h5")
+    good_step = optimizer_iterations(backup)
+    assert good_step == _backup_step(out) < nan_step
+    weights = saved_weights(backup)
+    assert all(np.all(np.isfinite(w)) for w in weights.values())
+    checkpoint = os.path.join(out, "model.keras")
+    assert nan_step == 2
+    if nan_step > 1:
+        assert all(np.all(np.isfinite(w)) for w in saved_weights(checkpoint).values())
+        assert [e["epoch"] for e in history(out)] == [1]
+    else:
+        assert not os.path.exists(checkpoint)
