@@ -91,3 +91,16 @@ def make_dataset(
         max_examples=max_examples,
         labels=None,
     )
+
+
+def structure_options(config):
+    """How export structures raw text for this recipe (`TextStructurer` kwargs).
+
+    Mirrors `snippet_dataset`: the "snippets" family, P = `max_snippets`
+    (N_snpt), T = `snippet_length` (L_snpt).
+    """
+    return dict(
+        family="snippets",
+        max_units=config.max_snippets,
+        max_tokens=config.snippet_length,
+    )

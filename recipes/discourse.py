@@ -163,3 +163,16 @@ def callbacks(config):
     if not config.use_coverage or config.coverage_start_epoch is None:
         return []
     return [CoveragePhase(config.coverage_start_epoch, config.coverage_loss_weight)]
+
+
+def structure_options(config):
+    """How export structures raw text for this recipe (`TextStructurer` kwargs).
+
+    Mirrors `make_dataset`: the "sections" family, P = `max_sections`,
+    T = `max_section_length`.
+    """
+    return dict(
+        family="sections",
+        max_units=config.max_sections,
+        max_tokens=config.max_section_length,
+    )

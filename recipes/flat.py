@@ -94,3 +94,12 @@ def make_dataset(
         max_examples=max_examples,
     )
     return training_pairs(dataset, pad_id=vocabulary.pad_id)
+
+
+def structure_options(config):
+    """How export structures raw text for this recipe (`TextStructurer` kwargs).
+
+    Mirrors `make_dataset`: the "flat" family with `build_flat`'s defaults
+    (tf-idf ranking), N = `max_source_length`.
+    """
+    return dict(family="flat", max_units=None, max_tokens=config.max_source_length)

@@ -129,3 +129,18 @@ def make_dataset(
         max_examples=max_examples,
     )
     return training_pairs(dataset, pad_id=vocabulary.pad_id)
+
+
+def structure_options(config):
+    """How export structures raw text for this recipe (`TextStructurer` kwargs).
+
+    Mirrors `make_dataset` at evaluation time: the "paragraphs" family with
+    `build_paragraphs`' defaults (tf-idf ranking, re-chunking per source
+    paragraph), P = `max_test_paragraphs`, T = `paragraph_length`. The graph
+    extra (`graph_kind`) is not part of the structuring.
+    """
+    return dict(
+        family="paragraphs",
+        max_units=config.max_test_paragraphs,
+        max_tokens=config.paragraph_length,
+    )

@@ -139,3 +139,18 @@ def make_dataset(
         max_examples=max_examples,
     )
     return training_pairs(dataset, pad_id=vocabulary.pad_id)
+
+
+def structure_options(config):
+    """How export structures raw text for this recipe (`TextStructurer` kwargs).
+
+    Mirrors `paragraph_batches`: the "paragraphs" family with the config's
+    `rank` and `pack`, P = `max_paragraphs`, T = `max_paragraph_tokens`.
+    """
+    return dict(
+        family="paragraphs",
+        max_units=config.max_paragraphs,
+        max_tokens=config.max_paragraph_tokens,
+        rank=config.rank,
+        pack=config.pack,
+    )

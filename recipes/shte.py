@@ -302,3 +302,16 @@ def make_dataset(
         return inputs, labels, tf.ones_like(labels, tf.float32)
 
     return dataset.map(split, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
+def structure_options(config):
+    """How export structures raw text for this recipe (`TextStructurer` kwargs).
+
+    Mirrors `make_dataset` for the document side: the "sentences" family,
+    P = `max_sentences`, T = `max_sentence_tokens`.
+    """
+    return dict(
+        family="sentences",
+        max_units=config.max_sentences,
+        max_tokens=config.max_sentence_tokens,
+    )

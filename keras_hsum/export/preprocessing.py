@@ -1,0 +1,895 @@
+"""In-graph text structuring for SavedModels (TF Serving runs graphs only).
+
+`TextStructurer` turns raw text into the features that the Python pipeline
+(`keras_hsum.data.make_dataset`) gives a model, with TensorFlow and
+tensorflow-text ops only: no `py_function`, no numpy at serving time. A
+SavedModel that holds it loads and runs in a process that imports only
+`tensorflow` and `tensorflow_text`.
+
+It reproduces, step by step, what training does to plain text:
+
+1. `keras_hsum.data.reader.example_from_text`: each string of `documents`
+   is one document; inside it, lines are stripped, a blank line closes a
+   paragraph, a line holding only `---` starts a new document, and the
+   lines of a paragraph are joined with single spaces. Documents without
+   text (e.g. the "" that pad a batch) are skipped, so `document_ids`
+   count only documents with text, as in Python.
+2. `keras_hsum.data.sentences.split_sentences`, rewritten for RE2 (which
+   has no look-ahead): a paragraph is cut into whitespace-separated chunks
+   and a sentence ends between two chunks when the first ends with
+   `.`/`!`/`?` (+ closing quotes or brackets), the second starts (after
+   an optional opening quote or bracket) with an upper-case letter or a
+   digit, and the abbreviation rules do not apply. Python's character
+   predicates (`str.isspace`, `isupper`, `islower`, `istitle`, `isdigit`,
+   `isalnum`) are transcribed into explicit RE2 code-point classes when the
+   structurer is built, so the two splitters agree on every code point.
+3. SentencePiece tokenisation of every sentence
+   (`tensorflow_text.SentencepieceTokenizer` on the vocabulary's proto: the
+   same ids as `Vocabulary.encode`); sentences without tokens are dropped.
+4. The family's builder (`keras_hsum.data.structure`): re-chunking at
+   sentence boundaries with forced splits of over-long sentences (a
+   sequential greedy packing, `tf.scan`), tf-idf cosine ranking to the
+   query, else the title (`keras_hsum.data.ranking.tfidf_cosine`: terms are
+   lower-cased `[^\\W_]+` words, smoothed idf over the rows of one example,
+   float64 arithmetic, stable sort), truncation to P rows of T tokens.
+
+Known differences from the Python pipeline (measured on the bundled real
+samples by `tests/export/test_preprocessing.py`):
+- Invalid UTF-8 is replaced by U+FFFD with ICU's rules
+  (`tf.strings.unicode_transcode`), which may emit a different number of
+  U+FFFD than Python's `bytes.decode(errors="replace")` for one bad
+  sequence; valid text is unaffected.
+- Lower-casing for tf-idf uses ICU (`tf.strings.lower(encoding="utf-8")`)
+  instead of `str.lower`; they agree on the text we have seen, and any
+  difference only moves tf-idf scores.
+- tf-idf scores are summed in a different order than numpy's, so a score
+  can differ in the last float64 bit; after the cast to float32 this can
+  only swap two rows whose scores tie to within one float32 ulp.
+- Plain text has no section headings: as with `example_from_text`, every
+  document is one section (the "sections" family gives one row per
+  document).
+"""
+
+import functools
+import sys
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+FAMILIES = ("paragraphs", "sections", "snippets", "sentences", "flat")
+
+# The family options each builder of `keras_hsum.data.structure` accepts.
+_FAMILY_OPTIONS = {
+    "paragraphs": {"rank": "tfidf", "context_length": 32, "pack": "paragraph"},
+    "sections": {},
+    "snippets": {},
+    "sentences": {},
+    "flat": {"rank": "tfidf"},
+}
+
+# split_sentences' punctuation (keras_hsum.data.sentences._BOUNDARY).
+_OPENERS = "\"'\u201c\u2018(["
+_CLOSERS = "\"'\u201d\u2019)]"
+
+
+def _escape(characters):
+    return "".join(f"\\x{{{ord(c):x}}}" for c in characters)
+
+
+@functools.lru_cache(maxsize=None)
+def _character_classes():
+    """RE2 class bodies transcribing Python's `str` character predicates.
+
+    Returns a dict of class bodies (without brackets), computed once over
+    every code point: `space` (`str.isspace`, also Python's `\\s`),
+    `upper` (`isupper`), `lower_or_title` (`islower`, titlecase), `digit`
+    (`isdigit`), `sentence_start` (`\\w` and (upper or digit)), `alnum`
+    (`[^\\W_]`).
+    """
+    predicates = {
+        "space": str.isspace,
+        "upper": str.isupper,
+        "lower_or_title": lambda c: c.islower() or (c.istitle() and not c.isupper()),
+        "digit": str.isdigit,
+        "sentence_start": lambda c: (c.isalnum() or c == "_")
+        and (c.isupper() or c.isdigit()),
+        "alnum": str.isalnum,
+    }
+    ranges = {name: [] for name in predicates}
+    for code in range(sys.maxunicode + 1):
+        if 0xD800 <= code <= 0xDFFF:
+            continue  # surrogates never occur in valid UTF-8
+        character = chr(code)
+        for name, predicate in predicates.items():
+            if predicate(character):
+                spans = ranges[name]
+                if spans and spans[-1][1] == code - 1:
+                    spans[-1][1] = code
+                else:
+                    spans.append([code, code])
+    return {
+        name: "".join(
+            f"\\x{{{a:x}}}" if a == b else f"\\x{{{a:x}}}-\\x{{{b:x}}}"
+            for a, b in spans
+        )
+        for name, spans in ranges.items()
+    }
+
+
+def _abbreviation_pattern():
+    """An RE2 pattern matching `word.lower() in ABBREVIATIONS` exactly.
+
+    Letters match both ASCII cases only (RE2's `(?i)` would also fold
+    e.g. U+017F into "s", which `str.lower` does not).
+    """
+    from keras_hsum.data.sentences import ABBREVIATIONS
+    from keras_hsum.data.sentences import NUMERAL_ABBREVIATIONS
+
+    def literal(word):
+        return "".join(
+            f"[{c}{c.upper()}]" if c.isalpha() else "\\" + c if c == "." else c
+            for c in word
+        )
+
+    listed = sorted(ABBREVIATIONS - NUMERAL_ABBREVIATIONS)
+    numeral = sorted(NUMERAL_ABBREVIATIONS)
+    return (
+        "(?:" + "|".join(literal(w) for w in listed) + ")",
+        "(?:" + "|".join(literal(w) for w in numeral) + ")",
+    )
+
+
+def _group_rows(keys):
+    """Row number of each item for runs of equal (sorted) keys: int32 [n]."""
+    size = tf.shape(keys)[0]
+    changes = tf.concat(
+        [tf.ones([tf.minimum(size, 1)], tf.bool), keys[1:] != keys[:-1]], 0
+    )
+    return tf.cumsum(tf.cast(changes, tf.int32)) - 1
+
+
+def _local_index(batch, num_batch):
+    """Position of each item among the items of its batch element.
+
+    Args:
+        batch: int32 [n], non-decreasing batch index of each item.
+        num_batch: B.
+
+    Returns:
+        int32 [n].
+    """
+    positions = tf.range(tf.shape(batch)[0], dtype=tf.int32)
+    first = tf.math.unsorted_segment_min(positions, batch, num_batch)
+    return positions - tf.gather(first, batch)
+
+
+class TextStructurer(tf.Module):
+    """Raw documents -> padded model features, inside the graph.
+
+    The graph version of `keras_hsum.data.reader.example_from_text`
+    followed by the family's builder in `keras_hsum.data.structure` and
+    `make_dataset(..., pad_to_max=True)`: the same keys, dtypes and ids
+    (see the module docstring for the known differences).
+
+    Args:
+        vocabulary_proto: the serialized SentencePiece model (bytes), e.g.
+            `Vocabulary.proto`.
+        family: `"paragraphs"`, `"sections"`, `"snippets"`, `"sentences"`
+            or `"flat"` (as in `keras_hsum.data.make_dataset`).
+        max_units: P, rows per example (ignored by `"flat"`, may be None).
+        max_tokens: T, tokens per row (N, the sequence length, for
+            `"flat"`).
+        **family_options: the builder's keyword arguments:
+            `rank="tfidf"|"order"`, `pack="paragraph"|"section"`,
+            `context_length=32` for `"paragraphs"`; `rank` for `"flat"`.
+
+    Call arguments:
+        documents: tf.string [B, None] (dense, "" pads; or a
+            `tf.RaggedTensor`): one string per input document, paragraphs
+            separated by blank lines. Invalid UTF-8 is replaced by U+FFFD.
+        title: optional tf.string [B] ("" or None: no title).
+        query: optional tf.string [B] (ranks before the title, as
+            `context_text` does).
+
+    Returns:
+        A dict of features (P = max_units, T = max_tokens, static):
+        `tokens` int32 [B,P,T] (pad id where empty), `token_mask` bool
+        [B,P,T], `paragraph_mask` bool [B,P], `document_ids` int32 [B,P],
+        `unit_texts` tf.string [B,P] (each row's text, "" for padding);
+        for `"paragraphs"` also `paragraph_index` int32 [B,P], `rank_score`
+        float32 [B,P] and `context_tokens` int32 [B,C] (C =
+        context_length). For `"flat"`: `tokens` int32 [B,N], `token_mask`
+        bool [B,N] and `unit_texts` tf.string [B,None] (the paragraphs in
+        the order used). An example without text gives all padding.
+
+    Example:
+    >>> structurer = TextStructurer(vocabulary.proto, "paragraphs", 8, 48)
+    >>> features = structurer(tf.constant([["First paragraph.\\n\\nSecond."]]),
+    ...                       title=tf.constant(["A title"]))
+    >>> features["tokens"].shape
+    TensorShape([1, 8, 48])
+    """
+
+    def __init__(
+        self, vocabulary_proto, family, max_units, max_tokens, **family_options
+    ):
+        super().__init__(name="text_structurer")
+        if family not in FAMILIES:
+            raise ValueError(
+                f"Unknown family {family!r}; expected one of {', '.join(FAMILIES)}."
+            )
+        if not isinstance(vocabulary_proto, (bytes, bytearray)):
+            raise TypeError(
+                "`vocabulary_proto` must be the serialized SentencePiece model "
+                f"(bytes), received {type(vocabulary_proto).__name__}; pass "
+                "`Vocabulary.proto`."
+            )
+        limits = [("max_tokens", max_tokens)]
+        if family != "flat":
+            limits.append(("max_units", max_units))
+        for name, value in limits:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(
+                    f"`{name}` must be a positive int for family {family!r}, "
+                    f"received {value!r}."
+                )
+        allowed = _FAMILY_OPTIONS[family]
+        unknown = sorted(set(family_options) - set(allowed))
+        if unknown:
+            raise ValueError(
+                f"Unknown family options {unknown} for family {family!r}; "
+                f"it accepts {sorted(allowed) or 'none'}."
+            )
+        options = dict(allowed, **family_options)
+        if "rank" in options and options["rank"] not in ("tfidf", "order"):
+            raise ValueError(
+                f"`rank` must be 'tfidf' or 'order', received {options['rank']!r}."
+            )
+        if "pack" in options and options["pack"] not in ("paragraph", "section"):
+            raise ValueError(
+                "`pack` must be 'paragraph' or 'section', received "
+                f"{options['pack']!r}."
+            )
+        if "context_length" in options and (
+            not isinstance(options["context_length"], int)
+            or options["context_length"] < 1
+        ):
+            raise ValueError(
+                "`context_length` must be a positive int, received "
+                f"{options['context_length']!r}."
+            )
+        from keras_hsum.data.vocabulary import Vocabulary
+
+        vocabulary = Vocabulary(bytes(vocabulary_proto))
+        self.family = family
+        self.max_units = max_units
+        self.max_tokens = max_tokens
+        self.family_options = options
+        self.pad_id = vocabulary.pad_id
+        self.bos_id = vocabulary.bos_id
+        self.eos_id = vocabulary.eos_id
+        self.paragraph_separator_id = vocabulary.paragraph_id
+        self._skipped_ids = sorted(
+            {vocabulary.pad_id, vocabulary.bos_id}
+            | {
+                i
+                for i in (
+                    vocabulary.title_id,
+                    vocabulary.paragraph_id,
+                    vocabulary.sentence_id,
+                    vocabulary.document_id,
+                )
+                if i is not None
+            }
+            - {-1}
+        )
+        self._tokenizer = tf_text.SentencepieceTokenizer(
+            model=bytes(vocabulary_proto), out_type=tf.int32
+        )
+        classes = _character_classes()
+        space = classes["space"]
+        self._strip_pattern = f"^[{space}]+|[{space}]+$"
+        self._space_pattern = f"[{space}]+"
+        closers = _escape(_CLOSERS)
+        openers = _escape(_OPENERS)
+        self._ends_pattern = f"(?s).*[.!?][{closers}]*"
+        self._head_pattern = f"(?s)^(.*?)([.!?])[.!?]*[{closers}]*$"
+        self._openers_pattern = f"^[{openers}]+"
+        self._starts_pattern = f"(?s)[{openers}]?[{classes['sentence_start']}].*"
+        self._starts_digit_pattern = f"(?s)[{openers}]?[{classes['digit']}].*"
+        self._upper_char_pattern = f"[{classes['upper']}]"
+        not_lower = f"[^{classes['lower_or_title']}]*"
+        self._upper_word_pattern = (
+            f"(?s){not_lower}[{classes['upper']}]{not_lower}"
+        )
+        self._listed_pattern, self._numeral_pattern = _abbreviation_pattern()
+        self._nonword_pattern = f"[^{classes['alnum']}]+"
+        self._structure = tf.function(
+            self._structure_batch,
+            input_signature=[
+                tf.TensorSpec([None, None], tf.string),
+                tf.TensorSpec([None], tf.string),
+                tf.TensorSpec([None], tf.string),
+            ],
+            autograph=False,
+        )
+
+    # ------------------------------------------------------------------ API
+
+    def __call__(self, documents, title=None, query=None):
+        if isinstance(documents, tf.RaggedTensor):
+            documents = documents.to_tensor(default_value="")
+        documents = tf.convert_to_tensor(documents, dtype=tf.string)
+        if documents.shape.rank != 2:
+            raise ValueError(
+                "`documents` must be tf.string [B, None] (one string per "
+                f"document, \"\" pads), received shape {documents.shape}; "
+                "wrap a single example as [[document, ...]]."
+            )
+        batch = tf.shape(documents)[0]
+        title = self._context_argument(title, batch, "title")
+        query = self._context_argument(query, batch, "query")
+        return self._structure(documents, title, query)
+
+    def detokenize(self, ids):
+        """Token ids -> text, stopping at EOS.
+
+        Args:
+            ids: int [B, L] (e.g. a decoded summary with BOS first).
+
+        Returns:
+            tf.string [B]: the text of the ids before the first EOS, with
+            padding, BOS and the separator pieces (`<title>`, `<para>`,
+            `<sent>`, `<doc>`) dropped.
+        """
+        ids = tf.cast(tf.convert_to_tensor(ids), tf.int32)
+        before_eos = tf.equal(
+            tf.cumsum(tf.cast(tf.equal(ids, self.eos_id), tf.int32), axis=1), 0
+        )
+        skipped = tf.reduce_any(
+            tf.equal(ids[..., None], tf.constant(self._skipped_ids, tf.int32)),
+            axis=-1,
+        )
+        kept = tf.ragged.boolean_mask(ids, before_eos & ~skipped)
+        return self._tokenizer.detokenize(kept)
+
+    def tokenize(self, texts):
+        """tf.string [B] -> int32 ragged [B, None] (`Vocabulary.encode`'s ids)."""
+        return self._tokenizer.tokenize(self._clean(tf.convert_to_tensor(texts)))
+
+    # ------------------------------------------------------------- helpers
+
+    @staticmethod
+    def _context_argument(value, batch, name):
+        if value is None:
+            return tf.fill([batch], "")
+        value = tf.convert_to_tensor(value, dtype=tf.string)
+        if value.shape.rank != 1:
+            raise ValueError(
+                f"`{name}` must be tf.string [B] (\"\" for none), received "
+                f"shape {value.shape}."
+            )
+        return value
+
+    @staticmethod
+    def _clean(texts):
+        """Invalid UTF-8 -> U+FFFD (never raises)."""
+        return tf.strings.unicode_transcode(
+            texts,
+            input_encoding="UTF-8",
+            output_encoding="UTF-8",
+            errors="replace",
+            replacement_char=0xFFFD,
+            replace_control_characters=False,
+        )
+
+    def _paragraphs(self, documents):
+        """`example_from_text` on every document string.
+
+        Returns:
+            `(text, batch, document, document_key)`: per paragraph, the
+            joined text tf.string, the batch index, the document number
+            within its example (documents without text not counted) and a
+            document number unique over the batch; all [num_paragraphs].
+        """
+        num_documents = tf.shape(documents)[1]
+        flat = self._clean(tf.reshape(documents, [-1]))
+        document_batch = tf.repeat(
+            tf.range(tf.shape(documents)[0], dtype=tf.int32), num_documents
+        )
+        lines = tf.strings.split(flat, sep="\n")
+        line_document = tf.cast(lines.value_rowids(), tf.int32)
+        line_batch = tf.gather(document_batch, line_document)
+        stripped = tf.strings.regex_replace(
+            lines.flat_values, self._strip_pattern, ""
+        )
+        is_first = tf.equal(
+            tf.range(tf.shape(stripped)[0], dtype=tf.int64),
+            tf.gather(lines.row_starts(), lines.value_rowids()),
+        )
+        separator = tf.equal(stripped, "---")
+        content = tf.not_equal(stripped, "") & ~separator
+        previous = tf.concat([[False], content[:-1]], 0) & ~is_first
+        starts = content & ~previous
+        document_key = tf.cumsum(tf.cast(is_first | separator, tf.int32)) - 1
+        paragraph = tf.cumsum(tf.cast(starts, tf.int32)) - 1
+        num_paragraphs = tf.reduce_sum(tf.cast(starts, tf.int32))
+        joined = tf.RaggedTensor.from_value_rowids(
+            tf.boolean_mask(stripped, content),
+            tf.boolean_mask(paragraph, content),
+            nrows=num_paragraphs,
+        )
+        text = tf.strings.reduce_join(joined, axis=1, separator=" ")
+        batch = tf.boolean_mask(line_batch, starts)
+        key = tf.boolean_mask(document_key, starts)
+        ordinal = _group_rows(key)
+        first = tf.math.unsorted_segment_min(
+            ordinal, batch, tf.shape(documents)[0]
+        )
+        document = ordinal - tf.gather(first, batch)
+        return text, batch, document, key
+
+    def _split_sentences(self, paragraphs):
+        """`split_sentences` on every paragraph.
+
+        Returns:
+            `(text, paragraph)`: tf.string [S] and the paragraph each
+            sentence comes from, int32 [S], in reading order.
+        """
+        chunks, begins, ends = tf_text.regex_split_with_offsets(
+            paragraphs, self._space_pattern, ""
+        )
+        values = chunks.flat_values
+        row = tf.cast(chunks.value_rowids(), tf.int32)
+        count = tf.shape(values)[0]
+        last = tf.concat([row[1:] != row[:-1], tf.ones([tf.minimum(count, 1)], tf.bool)], 0)
+        ends_sentence = tf.strings.regex_full_match(values, self._ends_pattern)
+        starts_sentence = tf.strings.regex_full_match(values, self._starts_pattern)
+        starts_digit = tf.strings.regex_full_match(values, self._starts_digit_pattern)
+        next_starts = tf.concat([starts_sentence[1:], tf.zeros([tf.minimum(count, 1)], tf.bool)], 0)
+        next_digit = tf.concat([starts_digit[1:], tf.zeros([tf.minimum(count, 1)], tf.bool)], 0)
+        head = tf.strings.regex_replace(values, self._head_pattern, r"\1")
+        mark = tf.strings.regex_replace(values, self._head_pattern, r"\2")
+        word = tf.strings.regex_replace(head, self._openers_pattern, "")
+        single = tf.equal(tf.strings.length(word, unit="UTF8_CHAR"), 1)
+        single_upper = tf.strings.regex_full_match(word, self._upper_char_pattern)
+        acronym = tf.strings.regex_full_match(
+            word, self._upper_word_pattern
+        ) & ~tf.strings.regex_full_match(word, r"(?s).*\..*")
+        numeral = tf.strings.regex_full_match(word, self._numeral_pattern)
+        listed = tf.strings.regex_full_match(word, self._listed_pattern)
+        abbreviation = tf.where(
+            single,
+            single_upper,
+            ~acronym & tf.where(numeral, next_digit, listed),
+        )
+        boundary = (
+            ~last
+            & ends_sentence
+            & next_starts
+            & (tf.not_equal(mark, ".") | ~abbreviation)
+        )
+        first = tf.concat(
+            [tf.ones([tf.minimum(count, 1)], tf.bool), boundary[:-1] | last[:-1]], 0
+        )
+        sentence = tf.cumsum(tf.cast(first, tf.int32)) - 1
+        begin = tf.math.segment_min(begins.flat_values, sentence)
+        end = tf.math.segment_max(ends.flat_values, sentence)
+        paragraph = tf.math.segment_min(row, sentence)
+        text = tf.strings.substr(
+            tf.gather(paragraphs, paragraph), begin, end - begin, unit="BYTE"
+        )
+        return text, paragraph
+
+    def _pack(self, lengths, groups):
+        """`structure._pack` over all sentences: greedy rows of <= T tokens.
+
+        Args:
+            lengths: int32 [S] (> 0) tokens per sentence.
+            groups: int32 [S] non-decreasing group of each sentence; rows
+                never cross groups.
+
+        Returns:
+            `(row, column, forced)`: the row of each sentence's first
+            token, its column, and whether it was split at token
+            boundaries (longer than T); a token j of sentence s lies at
+            position column + j of row row, counted over rows of T.
+        """
+        limit = tf.constant(self.max_tokens, tf.int32)
+
+        def step(state, item):
+            used, current, group, _, _ = state
+            length, key = item
+            forced = length > limit
+            join = (
+                ~forced
+                & (current > 0)
+                & tf.equal(key, group)
+                & (current + length <= limit)
+            )
+            row = tf.where(join, used - 1, used)
+            column = tf.where(join, current, 0)
+            used = tf.where(
+                join,
+                used,
+                tf.where(forced, used + (length + limit - 1) // limit, used + 1),
+            )
+            current = tf.where(join, current + length, tf.where(forced, 0, length))
+            return used, current, key, row, column
+
+        zero = tf.constant(0, tf.int32)
+        _, _, _, row, column = tf.scan(
+            step, (lengths, groups), initializer=(zero, zero, zero, zero, zero)
+        )
+        return row, column, lengths > limit
+
+    def _tfidf(self, texts, batch, context, num_batch):
+        """`ranking.tfidf_cosine` for every example at once: float32 [R]."""
+        num_rows = tf.shape(texts)[0]
+        words = tf_text.regex_split(
+            tf.strings.lower(texts, encoding="utf-8"), self._nonword_pattern, ""
+        )
+        query = tf_text.regex_split(
+            tf.strings.lower(context, encoding="utf-8"), self._nonword_pattern, ""
+        )
+        word_row = tf.cast(words.value_rowids(), tf.int32)
+        query_batch = tf.cast(query.value_rowids(), tf.int32)
+        keys = tf.concat(
+            [
+                tf.strings.as_string(tf.gather(batch, word_row))
+                + " "
+                + words.flat_values,
+                tf.strings.as_string(query_batch) + " " + query.flat_values,
+            ],
+            0,
+        )
+        terms, term = tf.unique(keys, out_idx=tf.int32)
+        num_terms = tf.shape(terms)[0]
+        num_words = tf.shape(words.flat_values)[0]
+        row_term, query_term = term[:num_words], term[num_words:]
+        pairs, _, counts = tf.unique_with_counts(
+            tf.cast(word_row, tf.int64) * tf.cast(num_terms, tf.int64)
+            + tf.cast(row_term, tf.int64)
+        )
+        pair_row = tf.cast(pairs // tf.cast(num_terms, tf.int64), tf.int32)
+        pair_term = tf.cast(pairs % tf.cast(num_terms, tf.int64), tf.int32)
+        document_frequency = tf.math.unsorted_segment_sum(
+            tf.ones_like(pair_term, tf.float64), pair_term, num_terms
+        )
+        rows_per_example = tf.cast(
+            tf.math.bincount(batch, minlength=num_batch, maxlength=num_batch),
+            tf.float64,
+        )
+
+        def idf(example, term_ids):
+            n = tf.gather(rows_per_example, example)
+            df = tf.gather(document_frequency, term_ids)
+            return tf.math.log((1.0 + n) / (1.0 + df)) + 1.0
+
+        weights = tf.cast(counts, tf.float64) * idf(
+            tf.gather(batch, pair_row), pair_term
+        )
+        norms = tf.sqrt(
+            tf.math.unsorted_segment_sum(weights * weights, pair_row, num_rows)
+        )
+        query_counts = tf.math.unsorted_segment_sum(
+            tf.ones_like(query_term, tf.float64), query_term, num_terms
+        )
+        in_query = query_counts > 0
+        term_batch = tf.where(
+            in_query,
+            tf.math.unsorted_segment_max(query_batch, query_term, num_terms),
+            0,
+        )
+        query_weights = tf.where(
+            in_query,
+            query_counts * idf(term_batch, tf.range(num_terms)),
+            tf.zeros_like(query_counts),
+        )
+        query_norms = tf.sqrt(
+            tf.math.unsorted_segment_sum(
+                query_weights * query_weights, term_batch, num_batch
+            )
+        )
+        dots = tf.math.unsorted_segment_sum(
+            weights * tf.gather(query_weights, pair_term), pair_row, num_rows
+        )
+        denominator = norms * tf.gather(query_norms, batch)
+        scores = tf.where(
+            denominator > 0,
+            dots / tf.where(denominator > 0, denominator, 1.0),
+            0.0,
+        )
+        return tf.cast(scores, tf.float32)
+
+    def _rank(self, scores, batch, num_batch):
+        """Rank of each row in its example (stable, best first): int32 [R]."""
+        local = _local_index(batch, num_batch)
+        padded = tf.RaggedTensor.from_value_rowids(
+            -scores, batch, nrows=num_batch
+        ).to_tensor(default_value=2.0)
+        order = tf.argsort(padded, axis=1, stable=True)
+        ranks = tf.argsort(order, axis=1, stable=True)
+        return tf.gather_nd(ranks, tf.stack([batch, local], 1))
+
+    # ------------------------------------------------------------ structure
+
+    def _structure_batch(self, documents, title, query):
+        num_batch = tf.shape(documents)[0]
+        title = self._clean(title)
+        query = self._clean(query)
+        context = tf.where(tf.not_equal(query, ""), query, title)
+        paragraph_text, paragraph_batch, paragraph_document, paragraph_key = (
+            self._paragraphs(documents)
+        )
+        sentence_text, sentence_paragraph = self._split_sentences(paragraph_text)
+        ids = self._tokenizer.tokenize(sentence_text)
+        lengths = tf.cast(ids.row_lengths(), tf.int32)
+        nonempty = lengths > 0
+        ids = tf.ragged.boolean_mask(ids, nonempty)
+        lengths = tf.boolean_mask(lengths, nonempty)
+        sentence_text = tf.boolean_mask(sentence_text, nonempty)
+        sentence_paragraph = tf.boolean_mask(sentence_paragraph, nonempty)
+        sentences = dict(
+            ids=ids,
+            lengths=lengths,
+            text=sentence_text,
+            paragraph=sentence_paragraph,
+            batch=tf.gather(paragraph_batch, sentence_paragraph),
+            document=tf.gather(paragraph_document, sentence_paragraph),
+            document_key=tf.gather(paragraph_key, sentence_paragraph),
+        )
+        if self.family == "flat":
+            return self._flat(sentences, context, num_batch)
+        rows = getattr(self, "_rows_" + self.family)(sentences)
+        return self._dense(rows, sentences, context, num_batch)
+
+    def _rows_sentences(self, sentences):
+        count = tf.shape(sentences["lengths"])[0]
+        return dict(
+            token_row=tf.cast(sentences["ids"].value_rowids(), tf.int32),
+            token_column=tf.cast(
+                tf.ragged.range(sentences["lengths"]).flat_values, tf.int32
+            ),
+            num_rows=count,
+            batch=sentences["batch"],
+            document=sentences["document"],
+            text=sentences["text"],
+        )
+
+    def _rows_sections(self, sentences):
+        row = _group_rows(sentences["document_key"])
+        num_rows = tf.maximum(tf.reduce_max(row) + 1, 0)
+        first = tf.math.unsorted_segment_min(
+            tf.range(tf.shape(row)[0]), row, num_rows
+        )
+        before = tf.cumsum(sentences["lengths"], exclusive=True)
+        offset = before - tf.gather(before, tf.gather(first, row))
+        token_sentence = tf.cast(sentences["ids"].value_rowids(), tf.int32)
+        column = tf.gather(offset, token_sentence) + tf.cast(
+            tf.ragged.range(sentences["lengths"]).flat_values, tf.int32
+        )
+        return dict(
+            token_row=tf.gather(row, token_sentence),
+            token_column=column,
+            num_rows=num_rows,
+            batch=tf.gather(sentences["batch"], first),
+            document=tf.gather(sentences["document"], first),
+            text=tf.strings.reduce_join(
+                tf.RaggedTensor.from_value_rowids(
+                    sentences["text"], row, nrows=num_rows
+                ),
+                axis=1,
+                separator=" ",
+            ),
+        )
+
+    def _rows_packed(self, sentences, groups):
+        limit = self.max_tokens
+        row, column, forced = self._pack(sentences["lengths"], groups)
+        count = tf.shape(row)[0]
+        num_rows = tf.cond(
+            count > 0,
+            lambda: row[-1]
+            + (column[-1] + sentences["lengths"][-1] + limit - 1) // limit,
+            lambda: 0,
+        )
+        token_sentence = tf.cast(sentences["ids"].value_rowids(), tf.int32)
+        position = tf.gather(column, token_sentence) + tf.cast(
+            tf.ragged.range(sentences["lengths"]).flat_values, tf.int32
+        )
+        token_row = tf.gather(row, token_sentence) + position // limit
+        token_forced = tf.gather(forced, token_sentence)
+        row_forced = (
+            tf.math.unsorted_segment_max(
+                tf.cast(token_forced, tf.int32), token_row, num_rows
+            )
+            > 0
+        )
+        row_sentence = tf.math.unsorted_segment_min(
+            token_sentence, token_row, num_rows
+        )
+        joined = tf.strings.reduce_join(
+            tf.RaggedTensor.from_value_rowids(
+                tf.boolean_mask(sentences["text"], ~forced),
+                tf.boolean_mask(row, ~forced),
+                nrows=num_rows,
+            ),
+            axis=1,
+            separator=" ",
+        )
+        pieces = self._tokenizer.detokenize(
+            tf.RaggedTensor.from_value_rowids(
+                sentences["ids"].flat_values, token_row, nrows=num_rows
+            )
+        )
+        return dict(
+            token_row=token_row,
+            token_column=position % limit,
+            num_rows=num_rows,
+            batch=tf.gather(sentences["batch"], row_sentence),
+            document=tf.gather(sentences["document"], row_sentence),
+            text=tf.where(row_forced, pieces, joined),
+        )
+
+    def _rows_snippets(self, sentences):
+        return self._rows_packed(sentences, sentences["document_key"])
+
+    def _rows_paragraphs(self, sentences):
+        if self.family_options["pack"] == "paragraph":
+            groups = sentences["paragraph"]
+        else:
+            groups = sentences["document_key"]
+        return self._rows_packed(sentences, groups)
+
+    def _dense(self, rows, sentences, context, num_batch):
+        """Keeps the first (or best) P rows of each example; pads."""
+        P, T = self.max_units, self.max_tokens
+        batch = rows["batch"]
+        local = _local_index(batch, num_batch)
+        ranked = (
+            self.family == "paragraphs" and self.family_options["rank"] == "tfidf"
+        )
+        if ranked:
+            scores = self._tfidf(rows["text"], batch, context, num_batch)
+            slot = self._rank(scores, batch, num_batch)
+        else:
+            scores = tf.zeros(tf.shape(batch), tf.float32)
+            slot = local
+        kept = slot < P
+        row_index = tf.stack([batch, slot], 1)
+        kept_rows = tf.boolean_mask(row_index, kept)
+
+        def rows_tensor(values, default):
+            return tf.tensor_scatter_nd_update(
+                tf.fill(tf.stack([num_batch, P]), default),
+                kept_rows,
+                tf.boolean_mask(values, kept),
+            )
+
+        token_row = rows["token_row"]
+        token_kept = tf.gather(kept, token_row) & (rows["token_column"] < T)
+        token_index = tf.boolean_mask(
+            tf.stack(
+                [
+                    tf.gather(batch, token_row),
+                    tf.gather(slot, token_row),
+                    rows["token_column"],
+                ],
+                1,
+            ),
+            token_kept,
+        )
+        shape = tf.stack([num_batch, P, T])
+        tokens = tf.tensor_scatter_nd_update(
+            tf.fill(shape, tf.constant(self.pad_id, tf.int32)),
+            token_index,
+            tf.boolean_mask(sentences["ids"].flat_values, token_kept),
+        )
+        token_mask = tf.scatter_nd(
+            token_index, tf.ones([tf.shape(token_index)[0]], tf.bool), shape
+        )
+        features = {
+            "tokens": tf.ensure_shape(tokens, [None, P, T]),
+            "token_mask": tf.ensure_shape(token_mask, [None, P, T]),
+            "paragraph_mask": tf.ensure_shape(
+                rows_tensor(tf.ones(tf.shape(batch), tf.bool), False), [None, P]
+            ),
+            "document_ids": tf.ensure_shape(
+                rows_tensor(rows["document"], 0), [None, P]
+            ),
+            "unit_texts": tf.ensure_shape(
+                rows_tensor(rows["text"], ""), [None, P]
+            ),
+        }
+        if self.family == "paragraphs":
+            length = self.family_options["context_length"]
+            context_ids = self._tokenizer.tokenize(context)[:, :length]
+            features["paragraph_index"] = tf.ensure_shape(
+                rows_tensor(local, 0), [None, P]
+            )
+            features["rank_score"] = tf.ensure_shape(
+                rows_tensor(scores, 0.0), [None, P]
+            )
+            features["context_tokens"] = tf.ensure_shape(
+                context_ids.to_tensor(
+                    default_value=self.pad_id, shape=tf.stack([num_batch, length])
+                ),
+                [None, length],
+            )
+        return features
+
+    def _flat(self, sentences, context, num_batch):
+        """`build_flat`: ranked whole paragraphs, `<para>`-separated, cut at N."""
+        N = self.max_tokens
+        row = _group_rows(sentences["paragraph"])
+        num_rows = tf.maximum(tf.reduce_max(row) + 1, 0)
+        first = tf.math.unsorted_segment_min(
+            tf.range(tf.shape(row)[0]), row, num_rows
+        )
+        batch = tf.gather(sentences["batch"], first)
+        text = tf.strings.reduce_join(
+            tf.RaggedTensor.from_value_rowids(sentences["text"], row, nrows=num_rows),
+            axis=1,
+            separator=" ",
+        )
+        length = tf.math.unsorted_segment_sum(sentences["lengths"], row, num_rows)
+        if self.family_options["rank"] == "tfidf":
+            rank = self._rank(
+                self._tfidf(text, batch, context, num_batch), batch, num_batch
+            )
+        else:
+            rank = _local_index(batch, num_batch)
+        separator = self.paragraph_separator_id
+        step = length + (1 if separator is not None else 0)
+        by_rank = tf.stack([batch, rank], 1)
+        width = tf.maximum(tf.reduce_max(rank) + 1, 0)
+        grid = tf.stack([num_batch, width])
+        starts = tf.gather_nd(
+            tf.cumsum(tf.scatter_nd(by_rank, step, grid), axis=1, exclusive=True),
+            by_rank,
+        )
+        token_sentence = tf.cast(sentences["ids"].value_rowids(), tf.int32)
+        before = tf.cumsum(sentences["lengths"], exclusive=True)
+        within = before - tf.gather(before, tf.gather(first, row))
+        token_paragraph = tf.gather(row, token_sentence)
+        position = (
+            tf.gather(starts, token_paragraph)
+            + tf.gather(within, token_sentence)
+            + tf.cast(tf.ragged.range(sentences["lengths"]).flat_values, tf.int32)
+        )
+        index = tf.stack([tf.gather(batch, token_paragraph), position], 1)
+        values = sentences["ids"].flat_values
+        if separator is not None:
+            has_separator = rank > 0
+            index = tf.concat(
+                [index, tf.boolean_mask(tf.stack([batch, starts - 1], 1), has_separator)],
+                0,
+            )
+            values = tf.concat(
+                [
+                    values,
+                    tf.fill(
+                        [tf.reduce_sum(tf.cast(has_separator, tf.int32))],
+                        tf.constant(separator, tf.int32),
+                    ),
+                ],
+                0,
+            )
+        kept = index[:, 1] < N
+        index = tf.boolean_mask(index, kept)
+        shape = tf.stack([num_batch, N])
+        tokens = tf.tensor_scatter_nd_update(
+            tf.fill(shape, tf.constant(self.pad_id, tf.int32)),
+            index,
+            tf.boolean_mask(values, kept),
+        )
+        token_mask = tf.scatter_nd(
+            index, tf.ones([tf.shape(index)[0]], tf.bool), shape
+        )
+        texts = tf.tensor_scatter_nd_update(tf.fill(grid, ""), by_rank, text)
+        return {
+            "tokens": tf.ensure_shape(tokens, [None, N]),
+            "token_mask": tf.ensure_shape(token_mask, [None, N]),
+            "unit_texts": texts,
+        }
