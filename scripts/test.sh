@@ -25,18 +25,37 @@ run_pytest() {
 
 case "$MODE" in
   default)
-    echo "== pytest (KERAS_BACKEND=tensorflow)"
-    KERAS_BACKEND=tensorflow run_pytest -m "not slow" tests "$@"
+    # The TensorFlow pass and the JAX pass run at the same time (CI has two
+    # cores and each pass mostly keeps one busy); the JAX log is printed
+    # after the TensorFlow pass.
     AGNOSTIC=()
     for d in tests/layers tests/models tests/decoding; do
       [ -d "$d" ] && AGNOSTIC+=("$d")
     done
+    JAX_LOG="$(mktemp)"
+    BASETEMP="$(mktemp -d)"   # one pytest temp root per pass: they run concurrently
+    JAX_PID=""
     if [ ${#AGNOSTIC[@]} -gt 0 ]; then
-      echo "== pytest (KERAS_BACKEND=jax): ${AGNOSTIC[*]}"
-      KERAS_BACKEND=jax run_pytest -m "not slow and not tensorflow_only" "${AGNOSTIC[@]}" "$@"
-    else
-      echo "== pytest (KERAS_BACKEND=jax): no backend-agnostic test folder yet"
+      ( KERAS_BACKEND=jax run_pytest -m "not slow and not tensorflow_only" \
+        --basetemp="$BASETEMP/jax" "${AGNOSTIC[@]}" "$@" ) \
+        > "$JAX_LOG" 2>&1 &
+      JAX_PID=$!
     fi
+    echo "== pytest (KERAS_BACKEND=tensorflow)"
+    set +e
+    ( KERAS_BACKEND=tensorflow run_pytest -m "not slow" --basetemp="$BASETEMP/tf" tests "$@" )
+    TF_RC=$?
+    JAX_RC=0
+    if [ -n "$JAX_PID" ]; then
+      wait "$JAX_PID"
+      JAX_RC=$?
+    fi
+    set -e
+    echo "== pytest (KERAS_BACKEND=jax): ${AGNOSTIC[*]:-no backend-agnostic test folder yet}"
+    cat "$JAX_LOG"
+    rm -rf "$JAX_LOG" "$BASETEMP"
+    if [ $TF_RC -ne 0 ]; then exit $TF_RC; fi
+    if [ $JAX_RC -ne 0 ]; then exit $JAX_RC; fi
     ;;
   slow)
     KERAS_BACKEND=tensorflow run_pytest -m slow tests "$@"
