@@ -1,0 +1,41 @@
+"""In-graph decoding for keras_hsum summarizers (backend-agnostic keras.ops).
+
+`beam_search(model, inputs, ...)` and `greedy_search(model, inputs, ...)`
+drive a `Summarizer`'s `encode` / `initial_cache` / `step` contract
+(`keras_hsum.models.summarizer`) inside one `ops.while_loop`; `search(...)`
+runs the same loop over any plain step function. Score terms
+(`keras_hsum.decoding.terms`) compose as a list. `compress_paragraphs` is
+PHT's paragraph compression (§7).
+"""
+
+from keras_hsum.decoding.beam_search import beam_search
+from keras_hsum.decoding.beam_search import greedy_search
+from keras_hsum.decoding.beam_search import search
+from keras_hsum.decoding.paragraph_compression import compress_paragraphs
+from keras_hsum.decoding.terms import AttentionAlignment
+from keras_hsum.decoding.terms import CoveragePenalty
+from keras_hsum.decoding.terms import ExtractiveAlignment
+from keras_hsum.decoding.terms import LengthNormalization
+from keras_hsum.decoding.terms import MaxLength
+from keras_hsum.decoding.terms import MinLength
+from keras_hsum.decoding.terms import NgramBlocking
+from keras_hsum.decoding.terms import RecentTokenBlocking
+from keras_hsum.decoding.terms import ScoreTerm
+from keras_hsum.decoding.terms import StructuralCoverage
+
+__all__ = [
+    "AttentionAlignment",
+    "CoveragePenalty",
+    "ExtractiveAlignment",
+    "LengthNormalization",
+    "MaxLength",
+    "MinLength",
+    "NgramBlocking",
+    "RecentTokenBlocking",
+    "ScoreTerm",
+    "StructuralCoverage",
+    "beam_search",
+    "compress_paragraphs",
+    "greedy_search",
+    "search",
+]

@@ -1,0 +1,375 @@
+"""One in-graph beam search (keras.ops) with alive/finished pools and score terms.
+
+`search` runs over any step function; `beam_search` and `greedy_search`
+drive a `Summarizer` through its decoding contract
+(`keras_hsum.models.summarizer`). The whole search is one `ops.while_loop`
+over fixed-shape buffers, so it compiles under `tf.function(jit_compile=True)`
+and `jax.jit`.
+
+Algorithm (the tensor2tensor / tf-models beam search, generalised to terms):
+at position i every alive beam (log-prob s_k) proposes s_k + log p(v) for
+every token v, after the terms have blocked tokens (`NEG_INF`). The best
+2·K of the K·V' candidates are kept; those ending in EOS (or reaching
+`max_length`) are scored, `score = s / Π length_penalty(|y|) + Σ bonus(y)`,
+and merged into the *finished* pool (best K by score); the best K others
+become the new *alive* pool (ranked by log-prob). The loop stops at
+`max_length`, or once, for every example, the finished pool is full and its
+worst score is >= an upper bound on what any alive beam could still reach:
+`max_k s_k / Π length_penalty(max_length) + Σ score_bound` (log-probs only
+decrease, penalties only grow). A term without a bound turns this off.
+
+Blocked and empty slots hold the finite `NEG_INF` (-1e9), never inf; a slot
+whose score is <= NEG_INF / 2 is empty (only when the candidate space is
+exhausted, e.g. every token blocked).
+"""
+
+import keras
+from keras import ops
+
+from keras_hsum.decoding.terms import NEG_INF
+from keras_hsum.decoding.terms import MinLength
+from keras_hsum.decoding.terms import StepContext
+
+_DEAD = NEG_INF / 2  # anything at or below this is blocked / empty
+
+
+def _flatten_aux(aux):
+    """dict → (sorted names, tuple of tensors)."""
+    names = tuple(sorted(aux))
+    return names, tuple(aux[name] for name in names)
+
+
+def _split_beams(x, beam_size):
+    """[B·K,...] → [B,K,...]."""
+    return ops.reshape(x, (-1, beam_size) + tuple(x.shape[1:]))
+
+
+def _gather_beams(x, parents):
+    """x [B,N,...], parents int32 [B,M] → [B,M,...]: x[b, parents[b, m]]."""
+    batch = ops.shape(x)[0]
+    width = ops.shape(x)[1]
+    flat = ops.reshape(x, (-1,) + tuple(x.shape[2:]))
+    offsets = ops.arange(batch, dtype="int32")[:, None] * width
+    picked = ops.take(flat, ops.reshape(parents + offsets, (-1,)), axis=0)
+    return ops.reshape(picked, (batch, -1) + tuple(x.shape[2:]))
+
+
+def _write(buffer, index, values):
+    """buffer [B,N,L,...] with position `index` set to values [B,N,...]."""
+    length = buffer.shape[2]
+    at = ops.equal(ops.arange(length, dtype="int32"), index)
+    at = ops.reshape(at, (1, 1, length) + (1,) * (len(buffer.shape) - 3))
+    return ops.where(at, ops.expand_dims(ops.cast(values, buffer.dtype), 2), buffer)
+
+
+def _combined_penalty(terms, lengths):
+    penalty = None
+    for term in terms:
+        value = term.length_penalty(lengths)
+        if value is not None:
+            penalty = value if penalty is None else penalty * value
+    return penalty
+
+
+def _finished_scores(terms, log_probs, lengths, term_states):
+    """float32 [B,N]: log_probs / Π penalties + Σ bonuses."""
+    scores = log_probs
+    penalty = _combined_penalty(terms, lengths)
+    if penalty is not None:
+        scores = scores / penalty
+    for term, state in zip(terms, term_states):
+        bonus = term.score(state, lengths)
+        if bonus is not None:
+            scores = scores + bonus
+    return scores
+
+
+def search(
+    step_fn,
+    initial_state,
+    batch_size,
+    *,
+    beam_size=5,
+    max_length=100,
+    bos_id=2,
+    eos_id=3,
+    pad_id=0,
+    terms=(),
+    greedy=False,
+):
+    """Beam search over a plain step function.
+
+    Args:
+        step_fn: `(ids int32 [B·K], index int32 scalar, state) → (logits
+            float [B·K,V'], state, aux)`: scores the token at `index + 1`
+            given the token `ids` at `index` (BOS at 0). `state` is a nest of
+            tensors with B·K rows (row b·K + k = beam k of example b) that
+            the search gathers when it reorders beams; `aux` a dict of
+            [B·K,...] tensors (may be empty), recorded per generated token.
+            `logits` may be log-probabilities (log-softmax is idempotent).
+        initial_state: the state nest for index 0, B·K rows.
+        batch_size: B (int or scalar tensor).
+        beam_size: K.
+        max_length: L, the most tokens generated (EOS included); a
+            hypothesis still alive at L ends there without EOS.
+        bos_id, eos_id, pad_id: special ids.
+        terms: list of `keras_hsum.decoding.terms.ScoreTerm`.
+        greedy: keep K candidates per step instead of 2·K, so a beam that
+            emits EOS ends without an alternative (with K = 1: greedy
+            decoding, where every step takes the best unblocked token).
+
+    Returns:
+        dict with
+        `sequences` int32 [B,K,L]: generated tokens (no BOS), EOS included,
+            then `pad_id`; best first.
+        `scores` float32 [B,K]: final scores with the terms (`NEG_INF` for
+            an empty slot).
+        `log_probs` float32 [B,K]: Σ token log-probs (after blocking).
+        `lengths` int32 [B,K]: |y| (EOS included).
+        `aux` dict name → [B,K,L,...]: the aux of the step that generated
+            each token, zeros after the end.
+    """
+    terms = list(terms)
+    K = int(beam_size)
+    L = int(max_length)
+    num_candidates = K if greedy else 2 * K
+    index0 = ops.convert_to_tensor(0, "int32")
+
+    state_leaves = keras.tree.flatten(initial_state)
+
+    def call_step(ids, index, leaves):
+        state = keras.tree.pack_sequence_as(initial_state, list(leaves))
+        logits, state, aux = step_fn(ids, index, state)
+        return logits, tuple(keras.tree.flatten(state)), aux
+
+    # index 0 runs before the loop: it fixes V' and the aux shapes.
+    first_ids = ops.full((batch_size * K,), bos_id, "int32")
+    logits, leaves, aux = call_step(first_ids, index0, state_leaves)
+    aux_names, aux_values = _flatten_aux(aux)
+
+    def zeros_buffer(value):
+        shape = (batch_size, K, L) + tuple(value.shape[1:])
+        return ops.zeros(shape, value.dtype)
+
+    alive_seq = ops.full((batch_size, K, L), pad_id, "int32")
+    first_log_probs = ops.where(ops.arange(K) == 0, 0.0, NEG_INF)
+    alive_log_probs = ops.broadcast_to(
+        ops.cast(first_log_probs, "float32")[None, :], (batch_size, K)
+    )
+    alive_aux = tuple(zeros_buffer(v) for v in aux_values)
+    term_states = tuple(tuple(t.initial_state(batch_size, K)) for t in terms)
+    finished = (
+        ops.full((batch_size, K, L), pad_id, "int32"),
+        ops.full((batch_size, K), NEG_INF, "float32"),
+        ops.full((batch_size, K), NEG_INF, "float32"),
+        ops.zeros((batch_size, K), "int32"),
+        tuple(zeros_buffer(v) for v in aux_values),
+    )
+
+    def advance(index, alive, finished, logits, leaves, aux_values):
+        """One position: choose the candidates of `index`, update both pools."""
+        alive_seq, alive_log_probs, alive_aux, term_states = alive
+        fin_seq, fin_scores, fin_log_probs, fin_lengths, fin_aux = finished
+        context = StepContext(alive_seq, index, eos_id, L)
+        log_probs = ops.log_softmax(ops.cast(_split_beams(logits, K), "float32"), axis=-1)
+        step_aux = {n: _split_beams(v, K) for n, v in zip(aux_names, aux_values)}
+        for term, state in zip(terms, term_states):
+            log_probs = term.mask_log_probs(log_probs, state, context)
+        new_term_states = tuple(
+            tuple(term.update_state(state, step_aux, context))
+            for term, state in zip(terms, term_states)
+        )
+        totals = alive_log_probs[:, :, None] + log_probs  # [B,K,V']
+        dead = ops.logical_or(
+            log_probs <= _DEAD, (alive_log_probs <= _DEAD)[:, :, None]
+        )
+        totals = ops.where(dead, NEG_INF, totals)
+        vocab = ops.shape(totals)[-1]
+        values, flat_ids = ops.top_k(ops.reshape(totals, (-1, K * vocab)), num_candidates)
+        flat_ids = ops.cast(flat_ids, "int32")
+        parents = flat_ids // vocab  # [B,C]
+        tokens = flat_ids % vocab
+        valid = values > _DEAD
+        seqs = _write(_gather_beams(alive_seq, parents), index, tokens)
+        aux_cands = tuple(
+            _write(_gather_beams(buf, parents), index, _gather_beams(step_aux[n], parents))
+            for n, buf in zip(aux_names, alive_aux)
+        )
+        cand_terms = tuple(
+            tuple(_gather_beams(s, parents) for s in states) for states in new_term_states
+        )
+        ends = ops.logical_or(ops.equal(tokens, eos_id), ops.equal(index, L - 1))
+        finishing = ops.logical_and(valid, ends)
+
+        # alive pool: the best K candidates that did not end, by log-prob
+        alive_values = ops.where(ops.logical_and(valid, ops.logical_not(ends)), values, NEG_INF)
+        new_alive_log_probs, chosen = ops.top_k(alive_values, K)
+        chosen = ops.cast(chosen, "int32")
+        new_alive = (
+            _gather_beams(seqs, chosen),
+            new_alive_log_probs,
+            tuple(_gather_beams(b, chosen) for b in aux_cands),
+            tuple(tuple(_gather_beams(s, chosen) for s in st) for st in cand_terms),
+        )
+        beam_rows = _gather_beams(parents, chosen)  # [B,K] parent beam
+        rows = ops.reshape(
+            beam_rows + ops.arange(ops.shape(beam_rows)[0], dtype="int32")[:, None] * K,
+            (-1,),
+        )
+        new_leaves = tuple(ops.take(leaf, rows, axis=0) for leaf in leaves)
+
+        # finished pool: merge the candidates that ended, best K by score
+        lengths = ops.full(ops.shape(values), index + 1, "int32")
+        scores = _finished_scores(terms, values, lengths, cand_terms)
+        scores = ops.where(finishing, scores, NEG_INF)
+        all_scores = ops.concatenate([fin_scores, scores], axis=1)
+        top_scores, picked = ops.top_k(all_scores, K)
+        picked = ops.cast(picked, "int32")
+        merge = lambda old, new: _gather_beams(ops.concatenate([old, new], axis=1), picked)
+        lengths_or_zero = ops.where(finishing, lengths, 0)
+        new_finished = (
+            merge(fin_seq, seqs),
+            top_scores,
+            merge(fin_log_probs, ops.where(finishing, values, NEG_INF)),
+            merge(fin_lengths, lengths_or_zero),
+            tuple(merge(old, new) for old, new in zip(fin_aux, aux_cands)),
+        )
+        return new_alive, new_finished, new_leaves
+
+    alive = (alive_seq, alive_log_probs, alive_aux, term_states)
+    alive, finished, leaves = advance(index0, alive, finished, logits, leaves, aux_values)
+
+    penalty_at_max = _combined_penalty(terms, ops.convert_to_tensor(L, "int32"))
+    bounds = [t.score_bound(batch_size, L) for t in terms]
+    early_stop = all(b is not None for b in bounds)
+
+    def keep_going(index, alive, finished, leaves):
+        more = ops.less(index, L)
+        alive_log_probs = alive[1]
+        best_alive = ops.max(alive_log_probs, axis=1)  # [B]
+        no_alive = best_alive <= _DEAD
+        if not early_stop:
+            return ops.logical_and(more, ops.logical_not(ops.all(no_alive)))
+        bound = best_alive if penalty_at_max is None else best_alive / penalty_at_max
+        for b in bounds:
+            b = ops.convert_to_tensor(b, "float32")
+            bound = bound + (ops.reshape(b, (-1,)) if len(b.shape) else b)
+        fin_scores = finished[1]
+        full = ops.all(fin_scores > _DEAD, axis=1)
+        settled = ops.logical_and(full, ops.min(fin_scores, axis=1) >= bound)
+        done = ops.logical_or(settled, no_alive)
+        return ops.logical_and(more, ops.logical_not(ops.all(done)))
+
+    def body(index, alive, finished, leaves):
+        ids = ops.reshape(
+            ops.take(alive[0], ops.maximum(index - 1, 0), axis=2), (-1,)
+        )
+        logits, new_leaves, aux = call_step(ids, index, leaves)
+        _, values = _flatten_aux(aux)
+        alive, finished, new_leaves = advance(index, alive, finished, logits, new_leaves, values)
+        return index + 1, alive, finished, new_leaves
+
+    index1 = ops.convert_to_tensor(1, "int32")
+    _, alive, finished, _ = ops.while_loop(
+        keep_going, body, (index1, alive, finished, leaves)
+    )
+    fin_seq, fin_scores, fin_log_probs, fin_lengths, fin_aux = finished
+    return {
+        "sequences": fin_seq,
+        "scores": fin_scores,
+        "log_probs": fin_log_probs,
+        "lengths": fin_lengths,
+        "aux": dict(zip(aux_names, fin_aux)),
+    }
+
+
+def _model_search(model, inputs, beam_size, max_length, terms, eos_id, pad_id, greedy):
+    eos_id = model.eos_id if eos_id is None else eos_id
+    pad_id = model.pad_id if pad_id is None else pad_id
+    K = int(beam_size)
+    memory = model.encode(inputs)
+    tiled = keras.tree.map_structure(
+        lambda x: None if x is None else ops.repeat(x, K, axis=0), memory
+    )
+    static, state = model.initial_cache(tiled, max_length)
+    batch_size = ops.shape(keras.tree.flatten(memory)[0])[0]
+
+    def step_fn(ids, index, state):
+        logits, (_, new_state), aux = model.step(ids, index, (static, state))
+        return logits, new_state, aux
+
+    return search(
+        step_fn,
+        state,
+        batch_size,
+        beam_size=K,
+        max_length=max_length,
+        bos_id=model.bos_id,
+        eos_id=eos_id,
+        pad_id=pad_id,
+        terms=terms,
+        greedy=greedy,
+    )
+
+
+def beam_search(
+    model,
+    inputs,
+    *,
+    beam_size=5,
+    max_length=100,
+    terms=(),
+    min_length=0,
+    eos_id=None,
+    pad_id=None,
+):
+    """Beam search decoding of a `Summarizer` (encode → initial_cache → step).
+
+    The memory of `model.encode(inputs)` is repeated K times along axis 0
+    (row b·K + k) before `model.initial_cache(memory, max_length)`; the
+    static part of the cache is never reordered, every leaf of the state
+    dict is gathered when beams are reordered (SEAL's segment re-selection
+    inside `step` therefore follows its beam).
+
+    Args:
+        model: a `keras_hsum.models.Summarizer`.
+        inputs: the model family's feature dict, batch B.
+        beam_size: K.
+        max_length: L, the most generated tokens (EOS included).
+        terms: list of `keras_hsum.decoding.terms.ScoreTerm` (length
+            normalisation, blocking, attention alignment, ...). Without a
+            `LengthNormalization`, finished hypotheses rank by log P(y|x).
+        min_length: if > 0, adds `MinLength(min_length)` (no EOS before
+            position `min_length`).
+        eos_id, pad_id: default the model's.
+
+    Returns:
+        dict: `sequences` int32 [B,K,L] (best first, no BOS, pad after
+        EOS), `scores` float32 [B,K], `log_probs` float32 [B,K], `lengths`
+        int32 [B,K], `aux` dict name → [B,K,L,...] (e.g.
+        `paragraph_attention` [B,K,L,P]; zeros after EOS). See `search`.
+
+    Example:
+        >>> from keras_hsum.decoding import beam_search, LengthNormalization, NgramBlocking
+        >>> out = beam_search(model, batch, beam_size=5, max_length=200,
+        ...                   terms=[LengthNormalization(), NgramBlocking(3)])
+        >>> best = out["sequences"][:, 0]  # [B,L]
+    """
+    terms = list(terms)
+    if min_length and min_length > 0:
+        terms.append(MinLength(min_length))
+    return _model_search(model, inputs, beam_size, max_length, terms, eos_id, pad_id, False)
+
+
+def greedy_search(model, inputs, *, max_length=100, terms=(), min_length=0,
+                  eos_id=None, pad_id=None):
+    """Greedy decoding: at each step the best unblocked token (K = 1).
+
+    Same arguments (no `beam_size`) and the same output dict as
+    `beam_search`, with K = 1: `sequences` int32 [B,1,L], `scores`,
+    `log_probs`, `lengths` [B,1], `aux` name → [B,1,L,...].
+    """
+    terms = list(terms)
+    if min_length and min_length > 0:
+        terms.append(MinLength(min_length))
+    return _model_search(model, inputs, 1, max_length, terms, eos_id, pad_id, True)

@@ -1,0 +1,84 @@
+"""PHT's paragraph compression (Ma et al., §7): decode from the top-s paragraphs."""
+
+from keras import ops
+
+_SEQUENCE_KEYS = ("target", "decoder_tokens", "context_tokens")
+
+
+def compress_paragraphs(inputs, eta_hat, keep, keys=None, pair_keys=("graph",)):
+    """Keeps the `keep` paragraphs with the highest η̂, in their original order.
+
+    PHT §7 ranks the source paragraphs by the predicted optimal attention η̂
+    (`AttentionPredictor`) and feeds only the top s of them to the decoder
+    (s ≈ 20–25 of 30 helped on WikiSum). Padded paragraphs (`paragraph_mask`
+    False, when present) rank below every real one.
+
+    Args:
+        inputs: dict of the `paragraphs` family features with P on axis 1
+            (`tokens` [B,P,T], `token_mask` [B,P,T], `paragraph_mask` [B,P],
+            `document_ids` [B,P], ...).
+        eta_hat: float [B,P], η̂ (or any paragraph score: higher is kept).
+        keep: int s <= P.
+        keys: the entries gathered along axis 1; default every entry of rank
+            >= 2 whose axis 1 has P elements, except the target sequences
+            (`target`, `decoder_tokens`, `context_tokens`).
+        pair_keys: entries [B,P,P] (paragraph graphs) gathered on axes 1 and 2.
+
+    Returns:
+        A new dict: the gathered entries with P reduced to `keep` ([B,keep,T],
+        [B,keep], graphs [B,keep,keep]); the other entries unchanged. Also
+        `kept_paragraphs` int32 [B,keep], the original indices (ascending).
+
+    Example:
+        >>> eta_hat = predictor({"paragraph_embeddings": memory["paragraph_memory"],
+        ...                      "paragraph_mask": batch["paragraph_mask"]})
+        >>> batch = compress_paragraphs(batch, eta_hat, keep=20)
+    """
+    eta_hat = ops.cast(eta_hat, "float32")
+    num_paragraphs = eta_hat.shape[-1]
+    keep = int(keep)
+    if num_paragraphs is not None and not 0 < keep <= num_paragraphs:
+        raise ValueError(
+            f"compress_paragraphs: `keep` must be in [1, P={num_paragraphs}], "
+            f"received {keep}. Choose how many paragraphs to decode from."
+        )
+    ranking = eta_hat
+    if inputs.get("paragraph_mask") is not None:
+        real = ops.cast(inputs["paragraph_mask"], "bool")
+        ranking = ops.where(real, ranking, ops.min(ranking) - 1.0)
+    _, top = ops.top_k(ranking, k=keep)
+    kept = ops.sort(ops.cast(top, "int32"), axis=-1)  # [B,keep], original order
+
+    def gather(x, axis):
+        index = kept
+        for _ in range(len(x.shape) - 2):
+            index = ops.expand_dims(index, -1)
+        if axis == 2:
+            index = ops.expand_dims(kept, 1)  # [B,1,keep]
+        return ops.take_along_axis(x, _broadcast_index(index, x, axis), axis=axis)
+
+    outputs = {}
+    for name, value in inputs.items():
+        if value is None or not hasattr(value, "shape") or len(value.shape) < 2:
+            outputs[name] = value
+            continue
+        chosen = (
+            name in keys
+            if keys is not None
+            else name not in _SEQUENCE_KEYS and value.shape[1] == num_paragraphs
+        )
+        if name in pair_keys and len(value.shape) == 3:
+            outputs[name] = gather(gather(value, 1), 2)
+        elif chosen:
+            outputs[name] = gather(value, 1)
+        else:
+            outputs[name] = value
+    outputs["kept_paragraphs"] = kept
+    return outputs
+
+
+def _broadcast_index(index, x, axis):
+    """Broadcast `index` to `x`'s shape except on `axis`."""
+    shape = list(ops.shape(x))
+    shape[axis] = ops.shape(index)[axis]
+    return ops.broadcast_to(index, shape)

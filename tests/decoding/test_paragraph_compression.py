@@ -1,0 +1,31 @@
+"""compress_paragraphs against a numpy transcription of PHT §7."""
+
+import numpy as np
+from keras import ops
+
+from keras_hsum.decoding import compress_paragraphs
+
+
+def test_keeps_top_paragraphs_in_order():
+    rng = np.random.default_rng(0)
+    B, P, T, keep = 3, 6, 4, 3
+    inputs = {
+        "tokens": rng.integers(4, 50, (B, P, T)).astype("int32"),
+        "token_mask": rng.random((B, P, T)) > 0.2,
+        "paragraph_mask": np.array([[1] * 6, [1] * 4 + [0] * 2, [1] * 6], bool),
+        "document_ids": rng.integers(0, 3, (B, P)).astype("int32"),
+        "graph": rng.random((B, P, P)).astype("float32"),
+        "target": rng.integers(4, 50, (B, P)).astype("int32"),  # S == P: untouched
+    }
+    eta_hat = rng.random((B, P)).astype("float32")
+    eta_hat[1, 4:] = 5.0  # padded paragraphs never win, whatever their score
+    out = compress_paragraphs(inputs, eta_hat, keep)
+    for b in range(B):
+        scores = np.where(inputs["paragraph_mask"][b], eta_hat[b], -np.inf)
+        kept = np.sort(np.argsort(-scores)[:keep])
+        np.testing.assert_array_equal(ops.convert_to_numpy(out["kept_paragraphs"])[b], kept)
+        for name in ("tokens", "token_mask", "paragraph_mask", "document_ids"):
+            np.testing.assert_array_equal(ops.convert_to_numpy(out[name])[b], inputs[name][b][kept])
+        np.testing.assert_allclose(ops.convert_to_numpy(out["graph"])[b],
+                                   inputs["graph"][b][np.ix_(kept, kept)])
+    np.testing.assert_array_equal(ops.convert_to_numpy(out["target"]), inputs["target"])

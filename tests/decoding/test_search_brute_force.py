@@ -1,0 +1,61 @@
+"""An exhaustive beam equals brute-force enumeration of all hypotheses.
+
+V = 5 (pad, EOS, three words), L = 4: 121 finished hypotheses. With K = 27
+(every 3-word prefix fits in the alive pool) beam search is exhaustive, so
+its K outputs must be exactly the K best of the enumeration, with and
+without length normalisation, early termination on.
+"""
+
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_hsum.decoding import LengthNormalization
+from keras_hsum.decoding import search
+from probability_table import EOS, all_hypotheses, initial_state, random_table
+from probability_table import sequence_log_prob, table_step_fn
+
+V, L, K = 5, 4, 27
+
+
+def brute_force(table, penalty):
+    scored = []
+    for tokens in all_hypotheses(V, L):
+        log_prob = sequence_log_prob(table, tokens)
+        scored.append((log_prob / penalty(len(tokens)), log_prob, tokens))
+    scored.sort(key=lambda item: -item[0])
+    return scored[:K]
+
+
+@pytest.mark.parametrize("alpha", ["none", "length", 0.6])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_exhaustive_beam_is_brute_force(seed, alpha):
+    table = random_table(seed, L, V)
+    if alpha == "none":
+        terms, penalty = [], lambda n: 1.0
+    elif alpha == "length":
+        terms, penalty = [LengthNormalization()], lambda n: float(n)
+    else:
+        terms, penalty = [LengthNormalization(alpha)], lambda n: ((5.0 + n) / 6.0) ** alpha
+    out = search(table_step_fn(table), initial_state(1, K), 1, beam_size=K, max_length=L,
+                 bos_id=0, eos_id=EOS, pad_id=0, terms=terms)
+    expected = brute_force(table, penalty)
+    sequences = ops.convert_to_numpy(out["sequences"])[0]
+    got = [tuple(int(t) for t in row[: int(n)]) for row, n in
+           zip(sequences, ops.convert_to_numpy(out["lengths"])[0])]
+    assert got == [tokens for _, _, tokens in expected]
+    np.testing.assert_allclose(ops.convert_to_numpy(out["scores"])[0],
+                               [s for s, _, _ in expected], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ops.convert_to_numpy(out["log_probs"])[0],
+                               [lp for _, lp, _ in expected], rtol=1e-5, atol=1e-5)
+    # pad after the end
+    for row, n in zip(sequences, ops.convert_to_numpy(out["lengths"])[0]):
+        assert (row[int(n):] == 0).all()
+
+
+def test_small_beam_top_hypothesis_is_never_better_than_brute_force():
+    table = random_table(3, L, V)
+    best = brute_force(table, lambda n: float(n))[0]
+    out = search(table_step_fn(table), initial_state(1, 2), 1, beam_size=2, max_length=L,
+                 bos_id=0, eos_id=EOS, pad_id=0, terms=[LengthNormalization()])
+    assert float(ops.convert_to_numpy(out["scores"])[0, 0]) <= best[0] + 1e-6
