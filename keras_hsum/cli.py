@@ -10,8 +10,10 @@
 
     keras-hsum evaluate --baseline lead3|lexrank|textrank|oracle --data D --split val
                                          ROUGE with bootstrap confidence intervals
-
-Commands for export and summarizing arrive with the issue that builds them.
+    keras-hsum export --run runs/pht --out saved_models/pht [--jit-compile]
+                                         a text-in/text-out SavedModel (TF Serving layout)
+    keras-hsum summarize --model saved_models/pht/1 input.jsonl|input.txt [--explain out.png]
+                                         summaries from a SavedModel (+ attention heatmaps)
 """
 
 import argparse
@@ -229,6 +231,10 @@ def build_parser():
     from keras_hsum.evaluation import cli as evaluation_cli
 
     evaluation_cli.add_parser(commands)
+
+    from keras_hsum.export import cli as export_cli
+
+    export_cli.add_parsers(commands)
     return parser
 
 

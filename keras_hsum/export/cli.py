@@ -1,0 +1,416 @@
+"""`keras-hsum export` and `keras-hsum summarize`.
+
+    keras-hsum export --run runs/pht --out saved_models/pht
+        [--predictor-run runs/pht_predictor] [--version N] [--beam-size K]
+        [--max-length L] [--block-ngrams 3] [--serving-root /models]
+    keras-hsum summarize --model saved_models/pht/1 input.jsonl|input.txt
+        [--explain out.png] [--batch-size 8] [--jsonl]
+
+`export` reads a run folder written by `keras-hsum train` (config.json with
+the recipe name and config, model.keras, vocabulary.model), builds the
+in-graph `TextStructurer` for the recipe's family and writes a text-in /
+text-out SavedModel to the next version folder of `--out`, then rewrites
+`models.config` next to `--out` (see docs/serving.md).
+
+`summarize` loads a SavedModel with `tf.saved_model.load` (no Keras model is
+rebuilt) and prints one summary per example. The input is a JSONL file of
+examples (`keras_hsum.data.reader`) or a text file where a blank line
+separates paragraphs and a `---` line separates documents. `--explain`
+writes a PNG: the paragraph attention per output token (PHT, HT, ...), the
+snippet selection per segment (SEAL) or the sentence scores (SHTE).
+
+The commands are added to the main parser by `add_parsers(subparsers)`.
+"""
+
+import json
+import os
+import sys
+
+RUN_CONFIG = "config.json"
+RUN_MODEL = "model.keras"
+RUN_VOCABULARY = "vocabulary.model"
+
+
+# ------------------------------------------------------------------- export
+def load_run(run):
+    """`(recipe_name, recipe, config, model, vocabulary)` of a run folder.
+
+    Raises:
+        ValueError: the folder lacks config.json / model.keras /
+            vocabulary.model, or names an unknown recipe.
+    """
+    import keras
+
+    import keras_hsum.models  # noqa: F401 - registers the model classes
+    import recipes
+    from keras_hsum.data.vocabulary import Vocabulary
+
+    run = os.fspath(run)
+    missing = [
+        name for name in (RUN_CONFIG, RUN_MODEL, RUN_VOCABULARY)
+        if not os.path.isfile(os.path.join(run, name))
+    ]
+    if missing:
+        raise ValueError(
+            f"--run {run!r} must be a folder written by `keras-hsum train` "
+            f"holding {RUN_CONFIG}, {RUN_MODEL} and {RUN_VOCABULARY}; missing "
+            f"{missing}. Train the recipe first (or wait for it to finish)."
+        )
+    with open(os.path.join(run, RUN_CONFIG)) as handle:
+        resolved = json.load(handle)
+    name = resolved.get("recipe")
+    recipe = recipes.get(name)
+    config = recipe.Config(**resolved.get("config", {}))
+    model = keras.models.load_model(os.path.join(run, RUN_MODEL), compile=False)
+    vocabulary = Vocabulary.load(os.path.join(run, RUN_VOCABULARY))
+    return name, recipe, config, model, vocabulary
+
+
+def build_structurer(recipe, recipe_name, config, vocabulary):
+    """The recipe's `TextStructurer` (from `recipe.structure_options`)."""
+    from keras_hsum.export.preprocessing import TextStructurer
+
+    if not hasattr(recipe, "structure_options"):
+        raise ValueError(
+            f"Recipe {recipe_name!r} defines no `structure_options(config)`, "
+            "so its in-graph preprocessing is unknown and it cannot be exported."
+        )
+    options = dict(recipe.structure_options(config))
+    return TextStructurer(vocabulary.proto, **options), options
+
+
+def build_module(model, structurer, *, search=None, predictor=None, k=3,
+                 jit_compile=False):
+    """The serving module for `model`: `ExtractorModule` for SHTE, else
+    `SummarizerModule`.
+
+    Raises:
+        ValueError: the model does not summarize (a ranker or predictor).
+    """
+    from keras_hsum.export.serving import ExtractorModule
+    from keras_hsum.export.serving import SummarizerModule
+    from keras_hsum.models import SHTE
+    from keras_hsum.models import Summarizer
+
+    if isinstance(model, SHTE):
+        return ExtractorModule(model, structurer, k=k, jit_compile=jit_compile)
+    if not isinstance(model, Summarizer):
+        raise ValueError(
+            f"{type(model).__name__} does not produce summaries, so it has no "
+            "text-in/text-out SavedModel. Export the abstractive run it serves "
+            "(e.g. a `pht` run with --predictor-run for an AttentionPredictor)."
+        )
+    return SummarizerModule(
+        model, structurer, search, predictor=predictor, jit_compile=jit_compile
+    )
+
+
+def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
+               max_length=None, min_length=0, length_alpha=None, block_ngrams=0,
+               block_recent=0, alignment_beta=0.8, serving_root="/models",
+               jit_compile=False):
+    """Exports a trained run as `<out>/<version>/` (see `keras-hsum export`).
+
+    Args:
+        run: the run folder.
+        out: the model base path, e.g. `saved_models/pht`.
+        predictor_run: optional `pht_predictor` run folder (PHT only): its
+            η̂ is returned as `predicted_attention` and aligns the search.
+        version: the version number (default: the next one).
+        beam_size, max_length, min_length, length_alpha, block_ngrams,
+            block_recent, alignment_beta: `SearchOptions`; `max_length`
+            defaults to the recipe's `max_target_length - 1`.
+        serving_root: models.config base paths (`<serving_root>/<name>`);
+            None: absolute local paths.
+        jit_compile: XLA-compile the encoder and search.
+
+    Returns:
+        The version folder written.
+    """
+    from keras_hsum.export.serving import SearchOptions
+    from keras_hsum.export.serving import export_saved_model
+    from keras_hsum.models import SHTE
+
+    name, recipe, config, model, vocabulary = load_run(run)
+    structurer, options = build_structurer(recipe, name, config, vocabulary)
+    predictor = None
+    if predictor_run is not None:
+        predictor_name, _, _, predictor, _ = load_run(predictor_run)
+        if predictor_name != "pht_predictor" or name != "pht":
+            raise ValueError(
+                f"--predictor-run must be a `pht_predictor` run exported with "
+                f"a `pht` run; received a {predictor_name!r} predictor for a "
+                f"{name!r} run."
+            )
+    if max_length is None:
+        max_length = max(1, int(getattr(config, "max_target_length", 101)) - 1)
+    search = SearchOptions(
+        beam_size=beam_size, max_length=max_length, min_length=min_length,
+        length_alpha=length_alpha, block_ngrams=block_ngrams,
+        block_recent=block_recent, alignment_beta=alignment_beta,
+    )
+    module = build_module(
+        model, structurer, search=search, predictor=predictor,
+        k=getattr(config, "extract_sentences", 3), jit_compile=jit_compile,
+    )
+    metadata = {
+        "recipe": name,
+        "kind": "extractor" if isinstance(model, SHTE) else (
+            "seal" if getattr(model, "segment_length", None) else "summarizer"
+        ),
+        "model_class": type(model).__name__,
+        "run": os.path.abspath(run),
+        "predictor_run": os.path.abspath(predictor_run) if predictor_run else None,
+        "structure_options": options,
+        "search": None if isinstance(model, SHTE) else search.to_dict(),
+        "jit_compile": bool(jit_compile),
+    }
+    return export_saved_model(
+        module, out, version=version, metadata=metadata, serving_root=serving_root
+    )
+
+
+def _export(args):
+    try:
+        path = export_run(
+            args.run, args.out, predictor_run=args.predictor_run,
+            version=args.version, beam_size=args.beam_size,
+            max_length=args.max_length, min_length=args.min_length,
+            length_alpha=args.length_alpha, block_ngrams=args.block_ngrams,
+            block_recent=args.block_recent, alignment_beta=args.alignment_beta,
+            serving_root=None if args.serving_root == "" else args.serving_root,
+            jit_compile=args.jit_compile,
+        )
+    except (ValueError, FileExistsError) as error:
+        print(f"keras-hsum export: error: {error}", file=sys.stderr)
+        return 1
+    root = os.path.dirname(os.path.abspath(args.out))
+    print(f"Exported {args.run} to {path}; TF Serving config: "
+          f"{os.path.join(root, 'models.config')}")
+    return 0
+
+
+# ---------------------------------------------------------------- summarize
+def example_documents(example):
+    """An `Example`'s documents as strings: paragraphs joined by blank lines,
+    sentences by spaces (section headings are dropped)."""
+    documents = []
+    for document in example.documents:
+        paragraphs = [
+            " ".join(paragraph)
+            for section in document.sections
+            for paragraph in section.paragraphs
+            if paragraph
+        ]
+        documents.append("\n\n".join(paragraphs))
+    return documents
+
+
+def _batches(items, size):
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def _as_text(value):
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def load_saved_model(path):
+    """`(version folder, loaded SavedModel, metadata)`; imports TF Text first
+    (the preprocessing ops)."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401 - registers the SentencePiece ops
+
+    from keras_hsum.export.serving import latest_version_path
+    from keras_hsum.export.serving import read_metadata
+
+    path = latest_version_path(path)
+    return path, tf.saved_model.load(path), read_metadata(path)
+
+
+def summarize_examples(loaded, examples, batch_size=8):
+    """Runs the SavedModel's signatures on `examples`.
+
+    Returns:
+        A list with one dict of numpy outputs per example (leading batch
+        axis removed).
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    from keras_hsum.export.serving import CONTEXT_SIGNATURE
+    from keras_hsum.export.serving import DEFAULT_SIGNATURE
+    from keras_hsum.export.serving import EXTRACT_SIGNATURE
+
+    signatures = loaded.signatures
+    extractor = EXTRACT_SIGNATURE in signatures
+    results = []
+    for batch in _batches(list(examples), batch_size):
+        if extractor:
+            document = ["\n\n".join(example_documents(e)) for e in batch]
+            outputs = signatures[DEFAULT_SIGNATURE](document=tf.constant(document))
+        else:
+            documents = [example_documents(e) for e in batch]
+            width = max(1, max(len(d) for d in documents))
+            documents = [d + [""] * (width - len(d)) for d in documents]
+            if any(e.title or e.query for e in batch) and CONTEXT_SIGNATURE in signatures:
+                outputs = signatures[CONTEXT_SIGNATURE](
+                    documents=tf.constant(documents),
+                    title=tf.constant([e.title or "" for e in batch]),
+                    query=tf.constant([e.query or "" for e in batch]),
+                )
+            else:
+                outputs = signatures[DEFAULT_SIGNATURE](documents=tf.constant(documents))
+        arrays = {name: np.asarray(value) for name, value in outputs.items()}
+        for i in range(len(batch)):
+            results.append({name: value[i] for name, value in arrays.items()})
+    return results
+
+
+def explain_paths(path, count):
+    """`path` for one example; `<stem>-<i><ext>` (i from 1) for several."""
+    if count == 1:
+        return [path]
+    stem, ext = os.path.splitext(path)
+    return [f"{stem}-{i}{ext or '.png'}" for i in range(1, count + 1)]
+
+
+def write_explanations(path, examples, results):
+    """One PNG per example (see `explain_paths`); returns the paths."""
+    from keras_hsum.export import explain
+
+    written = []
+    for target, example, result in zip(
+        explain_paths(path, len(results)), examples, results
+    ):
+        title = f"{example.id}: {_as_text(result.get('summary', b''))[:50]}"
+        if "sentence_scores" in result:
+            explain.plot_sentence_scores(
+                target, result["sentences"], result["sentence_scores"],
+                result["indices"], title=title,
+            )
+        elif "selected_snippet_ids" in result:
+            explain.plot_segment_selection(
+                target, result["selected_snippet_ids"], result["paragraphs"],
+                title=title,
+            )
+        else:
+            explain.plot_token_attention(
+                target, result["summary_tokens"], result["paragraphs"],
+                result["token_attention"], title=title,
+            )
+        written.append(target)
+    return written
+
+
+def _summarize(args):
+    from keras_hsum.data.reader import InvalidExampleError
+    from keras_hsum.data.reader import read_examples
+    from keras_hsum.export.explain import MissingMatplotlibError
+
+    if args.explain:
+        try:
+            from keras_hsum.export.explain import pyplot
+
+            pyplot()  # fail before the (slow) model load
+        except MissingMatplotlibError as error:
+            print(f"keras-hsum summarize: error: {error}", file=sys.stderr)
+            return 1
+    try:
+        examples = list(
+            read_examples(args.input, unicode_errors="strict" if args.strict else "replace")
+        )
+        path, loaded, _ = load_saved_model(args.model)
+    except (ValueError, FileNotFoundError, InvalidExampleError) as error:
+        print(f"keras-hsum summarize: error: {error}", file=sys.stderr)
+        return 1
+    if not examples:
+        print(f"keras-hsum summarize: error: {args.input!r} holds no example.",
+              file=sys.stderr)
+        return 1
+    results = summarize_examples(loaded, examples, batch_size=args.batch_size)
+    failed = 0
+    for example, result in zip(examples, results):
+        summary = _as_text(result["summary"])
+        error = _as_text(result.get("error", b""))
+        failed += bool(error)
+        if args.jsonl:
+            record = {"id": example.id, "summary": summary}
+            if "score" in result:
+                record["score"] = float(result["score"])
+            if error:
+                record["error"] = error
+            print(json.dumps(record, ensure_ascii=False))
+        else:
+            print(f"[{example.id}] {summary}" + (f"  (error: {error})" if error else ""))
+    if args.explain:
+        for written in write_explanations(args.explain, examples, results):
+            print(f"wrote {written}", file=sys.stderr)
+    return 1 if failed == len(results) else 0
+
+
+def add_parsers(subparsers):
+    """Adds `export` and `summarize` to an argparse subparsers object.
+
+    Returns:
+        `(export_parser, summarize_parser)`.
+    """
+    export = subparsers.add_parser(
+        "export", help="write a text-in/text-out SavedModel for TF Serving"
+    )
+    export.add_argument("--run", required=True, help="run folder of `keras-hsum train`")
+    export.add_argument(
+        "--out", required=True,
+        help="model base path, e.g. saved_models/pht (versions are numbered folders)",
+    )
+    export.add_argument(
+        "--predictor-run", default=None,
+        help="PHT only: a pht_predictor run; adds η̂ and attention alignment",
+    )
+    export.add_argument("--version", type=int, default=None, help="default: next number")
+    export.add_argument("--beam-size", type=int, default=5, help="K (1: greedy)")
+    export.add_argument(
+        "--max-length", type=int, default=None,
+        help="most summary tokens (default: the recipe's max_target_length - 1)",
+    )
+    export.add_argument("--min-length", type=int, default=0)
+    export.add_argument(
+        "--length-alpha", type=float, default=None,
+        help="GNMT length-penalty α (default: divide by |y|)",
+    )
+    export.add_argument("--block-ngrams", type=int, default=0, help="n-gram blocking (0: off)")
+    export.add_argument("--block-recent", type=int, default=0, help="recent-token blocking window")
+    export.add_argument("--alignment-beta", type=float, default=0.8, help="PHT attention alignment β")
+    export.add_argument(
+        "--serving-root", default="/models",
+        help="where the server sees the models folder, for models.config "
+        "('' writes absolute local paths)",
+    )
+    export.add_argument(
+        "--jit-compile", action="store_true",
+        help="XLA-compile the encoder and beam search inside the SavedModel",
+    )
+    export.set_defaults(handler=_export)
+
+    summarize = subparsers.add_parser(
+        "summarize", help="summarize JSONL or text input with an exported SavedModel"
+    )
+    summarize.add_argument(
+        "--model", required=True,
+        help="a SavedModel version folder (saved_models/pht/1) or base path (latest version)",
+    )
+    summarize.add_argument(
+        "input", help="JSONL examples, or text (blank line = paragraph, --- = document)"
+    )
+    summarize.add_argument(
+        "--explain", default=None, metavar="OUT.png",
+        help="write a PNG: attention per token (PHT/HT), snippets per segment "
+        "(SEAL) or sentence scores (SHTE); needs matplotlib",
+    )
+    summarize.add_argument("--batch-size", type=int, default=8)
+    summarize.add_argument("--jsonl", action="store_true", help="print JSON lines")
+    summarize.add_argument(
+        "--strict", action="store_true", help="fail on invalid UTF-8 instead of replacing it"
+    )
+    summarize.set_defaults(handler=_summarize)
+    return export, summarize

@@ -1,0 +1,628 @@
+"""Text-in/text-out SavedModels for TF Serving (TensorFlow only).
+
+TF Serving runs graphs, not Python, so everything between the request's
+strings and the response's strings lives in the SavedModel: the in-graph
+`TextStructurer` (split paragraphs and sentences, re-chunk, rank by tf-idf,
+tokenise with SentencePiece, pad), the model's encoder, the beam search of
+`keras_hsum.decoding` (one `while_loop`), and detokenisation.
+
+Two serving modules:
+
+- `SummarizerModule` (every abstractive recipe): signatures
+  `serving_default(documents)` and `summarize_with_context(documents,
+  title, query)` (TF Serving signatures have fixed inputs, so the optional
+  title/query get a signature of their own; "" means "none" for a row).
+- `ExtractorModule` (SHTE): `serving_default(document)` and
+  `extract(document)`.
+
+`export_saved_model(module, base_path)` writes the next numbered version
+folder `<base_path>/<version>/` and rewrites `models.config` (TF Serving's
+`model_config_list`) in the folder above `base_path`, listing every model
+exported there. A SavedModel loads and runs in a process that has only
+TensorFlow and the TF Text kernels (what `tensorflow/serving` has): no
+Keras, no keras_hsum.
+
+Example:
+>>> module = SummarizerModule(model, structurer, beam_size=4, max_length=64)
+>>> path = export_saved_model(module, "saved_models/pht")   # .../pht/1
+>>> loaded = tf.saved_model.load(path)
+>>> loaded.signatures["serving_default"](documents=tf.constant([["..."]]))
+"""
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import tempfile
+
+import tensorflow as tf
+
+DEFAULT_SIGNATURE = "serving_default"
+CONTEXT_SIGNATURE = "summarize_with_context"
+EXTRACT_SIGNATURE = "extract"
+METADATA_FILE = "keras_hsum.json"
+MODELS_CONFIG = "models.config"
+EMPTY_INPUT_ERROR = (
+    "empty input: this row of `documents` holds no text that could be split into "
+    "paragraphs and tokens; send non-empty UTF-8 strings ('' only pads)."
+)
+EMPTY_DOCUMENT_ERROR = (
+    "empty input: `document` holds no sentence; send a non-empty UTF-8 string."
+)
+
+
+def _normalised(weights, axis):
+    """weights / their sum along `axis` (0 where the sum is 0)."""
+    total = tf.reduce_sum(weights, axis=axis, keepdims=True)
+    return tf.math.divide_no_nan(weights, total)
+
+
+def best_hypothesis_outputs(result, features, detokenize, pad_id=0):
+    """The serving outputs of the best beam of a `beam_search` result.
+
+    Args:
+        result: the dict of `keras_hsum.decoding.beam_search`
+            (`sequences` int [B,K,L], `scores` [B,K], `lengths` [B,K],
+            `aux` name → [B,K,L,...]).
+        features: the `TextStructurer` output (`paragraph_mask` [B,P] or,
+            for the flat family, `token_mask` [B,N]; `unit_texts` [B,P]).
+        detokenize: ids int [B,L] → tf.string [B].
+        pad_id: the padding id.
+
+    Returns:
+        A dict: `summary` tf.string [B], `score` float32 [B],
+        `summary_ids` int32 [B,L], `summary_tokens` tf.string [B,L] (each id
+        detokenised alone; "" after the end), `token_attention` float32
+        [B,L,P] (each decoded token's paragraph attention, normalised over
+        the real paragraphs; 0 after the end), `paragraph_attention`
+        float32 [B,P] (summed over the summary's tokens, normalised),
+        `paragraphs` tf.string [B,P] (what the attention indexes), `error`
+        tf.string [B] ("" or why the row has no summary), and, when the
+        search returned SEAL's per-step `selected_ids`, `selected_ids` int32
+        [B,L,P'] for `seal_segment_outputs`.
+    """
+    sequences = tf.cast(result["sequences"][:, 0], tf.int32)  # [B,L]
+    length = tf.shape(sequences)[1]
+    lengths = tf.cast(result["lengths"][:, 0], tf.int32)  # [B]
+    real = tf.sequence_mask(lengths, length)  # [B,L]
+    real = tf.logical_and(real, tf.not_equal(sequences, pad_id))
+    if "paragraph_mask" in features:
+        paragraph_mask = tf.cast(features["paragraph_mask"], tf.bool)
+    else:
+        paragraph_mask = tf.reduce_any(
+            tf.cast(features["token_mask"], tf.bool), axis=-1, keepdims=True
+        )
+    valid = tf.reduce_any(paragraph_mask, axis=1)  # [B]
+    summary = detokenize(sequences)
+    summary = tf.where(valid, summary, tf.constant(""))
+    score = tf.where(valid, tf.cast(result["scores"][:, 0], tf.float32), 0.0)
+    batch = tf.shape(sequences)[0]
+    pieces = detokenize(tf.reshape(sequences, [-1, 1]))
+    pieces = tf.reshape(pieces, [batch, length])
+    pieces = tf.where(real, pieces, tf.constant(""))
+
+    aux = result.get("aux", {})
+    if "paragraph_attention" in aux:
+        attention = tf.cast(aux["paragraph_attention"][:, 0], tf.float32)  # [B,L,P]
+        paragraphs = tf.shape(attention)[2]
+        keep = tf.logical_and(
+            real[:, :, None], paragraph_mask[:, None, :paragraphs]
+        )
+        attention = tf.where(keep, attention, 0.0)
+    else:
+        attention = tf.zeros(
+            [batch, length, tf.shape(paragraph_mask)[1]], tf.float32
+        )
+    token_attention = _normalised(attention, axis=2)
+    paragraph_attention = _normalised(tf.reduce_sum(attention, axis=1), axis=1)
+    error = tf.where(valid, tf.constant(""), tf.constant(EMPTY_INPUT_ERROR))
+    outputs = {
+        "summary": summary,
+        "score": score,
+        "summary_ids": tf.where(real, sequences, pad_id),
+        "summary_tokens": pieces,
+        "token_attention": token_attention,
+        "paragraph_attention": paragraph_attention,
+        "error": error,
+    }
+    if "unit_texts" in features:
+        outputs["paragraphs"] = features["unit_texts"]
+    if "selected_ids" in aux:
+        outputs["selected_ids"] = tf.cast(aux["selected_ids"][:, 0], tf.int32)
+    return outputs
+
+
+def seal_segment_outputs(selected_ids, lengths, unit_texts, segment_length):
+    """SEAL's snippet selection per decoded segment.
+
+    Segment m covers decoder positions [m·L_seg, (m+1)·L_seg); its selection
+    is the one the step at position m·L_seg used.
+
+    Args:
+        selected_ids: int32 [B,L,P'], the per-step selection (selection
+            order, -1 padded) of the best beam.
+        lengths: int32 [B], decoded length of the best beam.
+        unit_texts: tf.string [B,P], the snippets' texts.
+        segment_length: L_seg (None: one segment, as in EA).
+
+    Returns:
+        `(ids int32 [B,M,P'], texts tf.string [B,M,P'])`, M = ceil(L /
+        L_seg); -1 and "" for unused slots and for segments after the end.
+    """
+    length = tf.shape(selected_ids)[1]
+    if segment_length is None:
+        segment_length = length
+    starts = tf.range(0, length, segment_length)  # [M]
+    ids = tf.gather(selected_ids, starts, axis=1)  # [B,M,P']
+    started = starts[None, :] < lengths[:, None]  # [B,M]
+    ids = tf.where(started[:, :, None], ids, -1)
+    safe = tf.maximum(ids, 0)
+    texts = tf.gather(unit_texts, safe, axis=1, batch_dims=1)
+    texts = tf.where(ids >= 0, texts, tf.constant(""))
+    return ids, texts
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchOptions:
+    """How a `SummarizerModule` decodes: `keras_hsum.decoding.beam_search`
+    with these score terms (called as `options(model, inputs)`).
+
+    Attributes:
+        beam_size: K (1: `greedy_search`).
+        max_length: L, the most generated tokens (EOS included).
+        min_length: no EOS before this position.
+        length_normalization: divide log P(y|x) by a length penalty
+            (`LengthNormalization(length_alpha)`).
+        length_alpha: None (|y|, PHT's Eq. 17) or GNMT's α.
+        block_ngrams: n of `NgramBlocking` (0: off; PHT blocks trigrams).
+        block_recent: window of `RecentTokenBlocking` (0: off; PHT: 2).
+        recent_exceptions: ids that may repeat anyway (e.g. the comma).
+        alignment_beta: β of PHT's `AttentionAlignment`, used when the
+            inputs carry `predicted_attention` η̂ [B,P] (an exported
+            `AttentionPredictor`); 0 turns it off.
+    """
+
+    beam_size: int = 5
+    max_length: int = 100
+    min_length: int = 0
+    length_normalization: bool = True
+    length_alpha: float | None = None
+    block_ngrams: int = 0
+    block_recent: int = 0
+    recent_exceptions: tuple = ()
+    alignment_beta: float = 0.8
+
+    def terms(self, inputs):
+        """The score terms for one batch (η̂ comes from `inputs`)."""
+        from keras_hsum.decoding import AttentionAlignment
+        from keras_hsum.decoding import LengthNormalization
+        from keras_hsum.decoding import NgramBlocking
+        from keras_hsum.decoding import RecentTokenBlocking
+
+        terms = []
+        if self.length_normalization:
+            terms.append(LengthNormalization(self.length_alpha))
+        if self.block_ngrams:
+            terms.append(NgramBlocking(self.block_ngrams))
+        if self.block_recent:
+            terms.append(
+                RecentTokenBlocking(self.block_recent, self.recent_exceptions)
+            )
+        if self.alignment_beta and inputs.get("predicted_attention") is not None:
+            mask = inputs.get("paragraph_mask")
+            terms.append(
+                AttentionAlignment(
+                    inputs["predicted_attention"],
+                    beta=self.alignment_beta,
+                    paragraph_mask=None if mask is None else tf.cast(mask, tf.bool),
+                )
+            )
+        return terms
+
+    def __call__(self, model, inputs):
+        from keras_hsum.decoding import beam_search
+        from keras_hsum.decoding import greedy_search
+
+        terms = self.terms(inputs)
+        if self.beam_size == 1:
+            return greedy_search(
+                model, inputs, max_length=self.max_length, terms=terms,
+                min_length=self.min_length,
+            )
+        return beam_search(
+            model, inputs, beam_size=self.beam_size, max_length=self.max_length,
+            terms=terms, min_length=self.min_length,
+        )
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+
+class SummarizerModule(tf.Module):
+    """Serving module of an abstractive recipe: raw text in, summary out.
+
+    Holds the in-graph `TextStructurer`, the Keras `Summarizer` (TensorFlow
+    backend; `encode` / `initial_cache` / `step`) and the beam search, and
+    serves them as two signatures:
+
+    - `serving_default(documents)`;
+    - `summarize_with_context(documents, title, query)` (a row's "" title or
+      query counts as none).
+
+    Inputs: `documents` tf.string [B,None] (one string per input document,
+    paragraphs separated by blank lines, "" pads rows with fewer
+    documents); `title`, `query` tf.string [B]. Invalid UTF-8 bytes are
+    replaced by U+FFFD before anything else.
+
+    Outputs (a dict, the signature's output names): `summary` tf.string
+    [B], `score` float32 [B] (the search's final score of the best beam),
+    `paragraph_attention` float32 [B,P] (the summary's attention per
+    paragraph/section/snippet, summed over its tokens and normalised; P =
+    the structurer's `max_units`), `paragraphs` tf.string [B,P] (the units
+    it indexes), `summary_ids` int32 [B,L], `summary_tokens` tf.string
+    [B,L], `token_attention` float32 [B,L,P] (per output token, for
+    heatmaps), `error` tf.string [B] ("" when the row was summarised; a
+    message, with summary "" and score 0, when it held no text). SEAL adds
+    `selected_snippet_ids` int32 [B,M,P'] and `selected_snippets` tf.string
+    [B,M,P'] (the snippets selected for each of the M decoded segments);
+    with a PHT `predictor`, `predicted_attention` float32 [B,P] (η̂).
+
+    Args:
+        model: a `keras_hsum.models.Summarizer` (TensorFlow backend).
+        structurer: a `keras_hsum.export.preprocessing.TextStructurer` for
+            the model's family.
+        search: `search(model, inputs) -> result dict` of
+            `keras_hsum.decoding.beam_search` (e.g. a `functools.partial` of
+            it with `beam_size`, `max_length`, `terms`).
+        predictor: optional `AttentionPredictor` (PHT): its η̂ is computed
+            from the model's paragraph memory and returned; `search` then
+            receives it as `inputs["predicted_attention"]` [B,P] (for the
+            attention-alignment score term).
+        jit_compile: compile the encoder + search with XLA (the string
+            preprocessing always runs outside XLA).
+        name: module name.
+    """
+
+    def __init__(self, model, structurer, search, *, predictor=None,
+                 jit_compile=False, name="summarizer"):
+        super().__init__(name=name)
+        self.model = model
+        self.structurer = structurer
+        self.predictor = predictor
+        self._search_fn = search
+        self.segment_length = getattr(model, "segment_length", None)
+        self.pad_id = int(getattr(model, "pad_id", 0))
+        self.decode_ids = tf.function(self._decode_ids, jit_compile=jit_compile)
+
+    def _decode_ids(self, inputs):
+        """Numeric features → the beam search result (may run under XLA)."""
+        inputs = dict(inputs)
+        if self.predictor is not None:
+            memory = self.model.encode(inputs, training=False)
+            eta = self.predictor(
+                {
+                    "paragraph_embeddings": memory["paragraph_memory"],
+                    "paragraph_mask": memory["paragraph_mask"],
+                },
+                training=False,
+            )
+            inputs["predicted_attention"] = tf.cast(eta, tf.float32)
+        result = dict(self._search_fn(self.model, inputs))
+        if self.predictor is not None:
+            result["predicted_attention"] = inputs["predicted_attention"]
+        return result
+
+    def summarize(self, documents, title=None, query=None):
+        """documents tf.string [B,None] (+ title/query [B]) → the outputs
+        documented in the class docstring. Callable eagerly or in a graph."""
+        # The structurer replaces invalid UTF-8 by U+FFFD itself.
+        features = self.structurer(documents, title=title, query=query)
+        numeric = {
+            key: value for key, value in features.items() if value.dtype != tf.string
+        }
+        result = self.decode_ids(numeric)
+        outputs = best_hypothesis_outputs(
+            result, features, self.structurer.detokenize, pad_id=self.pad_id
+        )
+        selected = outputs.pop("selected_ids", None)
+        if selected is not None:
+            ids, texts = seal_segment_outputs(
+                selected,
+                tf.cast(result["lengths"][:, 0], tf.int32),
+                features["unit_texts"],
+                self.segment_length,
+            )
+            outputs["selected_snippet_ids"] = ids
+            outputs["selected_snippets"] = texts
+        if "predicted_attention" in result:
+            outputs["predicted_attention"] = result["predicted_attention"]
+        return outputs
+
+    @tf.function(
+        input_signature=[tf.TensorSpec([None, None], tf.string, name="documents")]
+    )
+    def serving_default(self, documents):
+        """documents tf.string [B,None] → summary, score, paragraph_attention, ..."""
+        return self.summarize(documents)
+
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([None, None], tf.string, name="documents"),
+            tf.TensorSpec([None], tf.string, name="title"),
+            tf.TensorSpec([None], tf.string, name="query"),
+        ]
+    )
+    def summarize_with_context(self, documents, title, query):
+        """documents [B,None], title [B], query [B] ("" = none) → as
+        `serving_default`."""
+        return self.summarize(documents, title=title, query=query)
+
+    def signatures(self):
+        """`{name: concrete function}` to pass to `tf.saved_model.save`."""
+        return {
+            DEFAULT_SIGNATURE: self.serving_default.get_concrete_function(),
+            CONTEXT_SIGNATURE: self.summarize_with_context.get_concrete_function(),
+        }
+
+
+class ExtractorModule(tf.Module):
+    """Serving module of SHTE: a document in, its sentence scores and the
+    extractive summary out.
+
+    Signatures (both take `document` tf.string [B], one document per row,
+    paragraphs separated by blank lines):
+
+    - `serving_default`: `sentences` tf.string [B,P] (the document's first P
+      sentences, "" padded), `sentence_scores` float32 [B,P] (Eq. 21-23; 0
+      on padding), `summary` tf.string [B], `indices` int32 [B,k],
+      `scores` float32 [B,k], `error` tf.string [B];
+    - `extract`: `summary`, `indices` int32 [B,k] (sentence indices in
+      document order, -1 padded), `extracted` tf.string [B,k], `scores`
+      float32 [B,k], `error`.
+
+    Args:
+        model: a `keras_hsum.models.SHTE` (TensorFlow backend).
+        structurer: a `TextStructurer` of the "sentences" family.
+        k: sentences to extract (3 in the paper).
+        jit_compile: compile the encoder with XLA.
+    """
+
+    def __init__(self, model, structurer, *, k=3, jit_compile=False, name="extractor"):
+        super().__init__(name=name)
+        self.model = model
+        self.structurer = structurer
+        self.k = int(k)
+        self.score_sentences = tf.function(self._extract, jit_compile=jit_compile)
+
+    def _extract(self, inputs):
+        indices, scores, sentence_scores = self.model.extract(inputs, k=self.k)
+        return {
+            "indices": tf.cast(indices, tf.int32),
+            "scores": tf.cast(scores, tf.float32),
+            "sentence_scores": tf.cast(sentence_scores, tf.float32),
+        }
+
+    def extract_all(self, document):
+        """document tf.string [B] → every output of both signatures."""
+        document = tf.convert_to_tensor(document, tf.string)
+        features = self.structurer(document[:, None])
+        numeric = {
+            key: value for key, value in features.items() if value.dtype != tf.string
+        }
+        result = self.score_sentences(numeric)
+        sentences = features["unit_texts"]
+        mask = tf.cast(features["paragraph_mask"], tf.bool)
+        valid = tf.reduce_any(mask, axis=1)
+        indices = result["indices"]
+        extracted = tf.gather(sentences, tf.maximum(indices, 0), axis=1, batch_dims=1)
+        extracted = tf.where(indices >= 0, extracted, tf.constant(""))
+        summary = tf.strings.reduce_join(extracted, axis=1, separator=" ")
+        summary = tf.strings.strip(tf.strings.regex_replace(summary, " +", " "))
+        return {
+            "sentences": sentences,
+            "sentence_scores": tf.where(mask, result["sentence_scores"], 0.0),
+            "summary": tf.where(valid, summary, tf.constant("")),
+            "indices": indices,
+            "extracted": extracted,
+            "scores": result["scores"],
+            "error": tf.where(valid, tf.constant(""), tf.constant(EMPTY_DOCUMENT_ERROR)),
+        }
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="document")])
+    def serving_default(self, document):
+        """document [B] → sentences, sentence_scores, summary, indices, scores, error."""
+        outputs = self.extract_all(document)
+        outputs.pop("extracted")
+        return outputs
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="document")])
+    def extract(self, document):
+        """document [B] → summary, indices, extracted, scores, error."""
+        outputs = self.extract_all(document)
+        return {
+            key: outputs[key]
+            for key in ("summary", "indices", "extracted", "scores", "error")
+        }
+
+    def signatures(self):
+        return {
+            DEFAULT_SIGNATURE: self.serving_default.get_concrete_function(),
+            EXTRACT_SIGNATURE: self.extract.get_concrete_function(),
+        }
+
+
+# ---------------------------------------------------------------- writing out
+def versions(base_path):
+    """The numbered version folders under `base_path` (sorted ints)."""
+    if not os.path.isdir(base_path):
+        return []
+    return sorted(
+        int(name)
+        for name in os.listdir(base_path)
+        if name.isdigit() and os.path.isdir(os.path.join(base_path, name))
+    )
+
+
+def next_version(base_path):
+    """1 for a new model, else one more than the highest version folder."""
+    existing = versions(base_path)
+    return existing[-1] + 1 if existing else 1
+
+
+def latest_version_path(path):
+    """`path` itself when it is a SavedModel folder, else its highest
+    numbered version folder.
+
+    Raises:
+        FileNotFoundError: neither.
+    """
+    path = os.fspath(path)
+    if os.path.isfile(os.path.join(path, "saved_model.pb")):
+        return path
+    existing = [
+        v for v in versions(path)
+        if os.path.isfile(os.path.join(path, str(v), "saved_model.pb"))
+    ]
+    if not existing:
+        raise FileNotFoundError(
+            f"{path!r} is neither a SavedModel folder (with saved_model.pb) nor "
+            "a model base path with numbered version folders. Give "
+            "saved_models/<name>/<version> or saved_models/<name>, as written "
+            "by `keras-hsum export`."
+        )
+    return os.path.join(path, str(existing[-1]))
+
+
+def export_saved_model(module, base_path, *, version=None, metadata=None,
+                       serving_root="/models", write_config=True):
+    """Writes `module` as `<base_path>/<version>/` and updates models.config.
+
+    The SavedModel is written to a temporary folder next to the version
+    folder and renamed into place, so TF Serving (which polls `base_path`)
+    never sees half a version.
+
+    Args:
+        module: a `SummarizerModule` or `ExtractorModule` (anything with
+            `signatures()`).
+        base_path: the model's base path, e.g. `saved_models/pht`; its name
+            is the TF Serving model name.
+        version: the version number (default: `next_version(base_path)`).
+            An existing version is never overwritten.
+        metadata: optional JSON-able dict written to
+            `<version>/assets.extra/keras_hsum.json` (TF Serving ignores it;
+            `keras-hsum summarize --explain` reads the model kind from it).
+        serving_root: the folder the models are served from, for the
+            `base_path` entries of models.config (default "/models": the
+            docker mount point of docs/serving.md); None writes absolute
+            local paths.
+        write_config: rewrite `models.config` next to `base_path`.
+
+    Returns:
+        The version folder's path.
+
+    Raises:
+        FileExistsError: `version` already exists.
+    """
+    base_path = os.fspath(base_path)
+    version = next_version(base_path) if version is None else int(version)
+    if version < 1:
+        raise ValueError(f"`version` must be a positive int, received {version}.")
+    path = os.path.join(base_path, str(version))
+    if os.path.exists(path):
+        raise FileExistsError(
+            f"{path!r} exists; TF Serving versions are immutable. Omit "
+            "`version` to write the next one."
+        )
+    os.makedirs(base_path, exist_ok=True)
+    temporary = tempfile.mkdtemp(prefix=f".{version}.", dir=base_path)
+    try:
+        tf.saved_model.save(module, temporary, signatures=module.signatures())
+        if metadata is not None:
+            extra = os.path.join(temporary, "assets.extra")
+            os.makedirs(extra, exist_ok=True)
+            with open(os.path.join(extra, METADATA_FILE), "w") as handle:
+                json.dump(metadata, handle, indent=2, sort_keys=True)
+        os.rename(temporary, path)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    if write_config:
+        write_models_config(
+            os.path.dirname(os.path.abspath(base_path)), serving_root=serving_root
+        )
+    return path
+
+
+def read_metadata(path):
+    """The `keras_hsum.json` of a SavedModel version folder ({} if none)."""
+    file = os.path.join(os.fspath(path), "assets.extra", METADATA_FILE)
+    if not os.path.isfile(file):
+        return {}
+    with open(file) as handle:
+        return json.load(handle)
+
+
+def exported_models(root):
+    """`{name: base_path}` for every folder of `root` with a version folder
+    holding saved_model.pb."""
+    models = {}
+    if not os.path.isdir(root):
+        return models
+    for name in sorted(os.listdir(root)):
+        base = os.path.join(root, name)
+        if any(
+            os.path.isfile(os.path.join(base, str(v), "saved_model.pb"))
+            for v in versions(base)
+        ):
+            models[name] = base
+    return models
+
+
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def models_config_text(models):
+    """TF Serving's `model_config_list` text proto for `{name: base_path}`."""
+    lines = ["model_config_list {"]
+    for name, base_path in sorted(models.items()):
+        if not _MODEL_NAME.match(name):
+            raise ValueError(
+                f"TF Serving model name {name!r} must match {_MODEL_NAME.pattern}; "
+                "rename the model folder."
+            )
+        lines += [
+            "  config {",
+            f'    name: "{name}"',
+            f'    base_path: "{base_path}"',
+            '    model_platform: "tensorflow"',
+            "  }",
+        ]
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def write_models_config(root, serving_root="/models"):
+    """Rewrites `<root>/models.config` listing every model exported in `root`.
+
+    Args:
+        root: the folder holding model base paths (e.g. `saved_models`).
+        serving_root: where `root` is mounted for the server (base_path =
+            `<serving_root>/<name>`); None: absolute local paths.
+
+    Returns:
+        The config file's path.
+    """
+    models = exported_models(root)
+    if serving_root is None:
+        entries = {name: os.path.abspath(path) for name, path in models.items()}
+    else:
+        entries = {
+            name: serving_root.rstrip("/") + "/" + name for name in models
+        }
+    path = os.path.join(root, MODELS_CONFIG)
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with open(temporary, "w") as handle:
+        handle.write(models_config_text(entries))
+    os.replace(temporary, path)
+    return path

@@ -1,0 +1,306 @@
+"""`keras-hsum export` and `keras-hsum summarize` (keras_hsum.export.cli).
+
+The commands run in-process through `add_parsers` (the same handlers
+`keras_hsum.cli` dispatches to), on a run folder laid out as `keras-hsum
+train` writes it: config.json, model.keras (random weights, tiny sizes) and
+vocabulary.model (trained on the bundled real data).
+"""
+
+import argparse
+import dataclasses
+import json
+import os
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.tensorflow_only
+
+
+def parser():
+    from keras_hsum.export.cli import add_parsers
+
+    root = argparse.ArgumentParser(prog="keras-hsum")
+    add_parsers(root.add_subparsers(dest="command", required=True))
+    return root
+
+
+def run_command(*argv):
+    args = parser().parse_args([str(a) for a in argv])
+    return args.handler(args)
+
+
+def write_run(folder, recipe_name, config, vocabulary, sample_inputs):
+    import keras
+
+    import recipes
+
+    keras.utils.set_random_seed(2)
+    model = recipes.get(recipe_name).build_model(config, vocabulary.vocabulary_size)
+    model(sample_inputs)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save(folder / "model.keras")
+    vocabulary.save(str(folder / "vocabulary.model"))
+    (folder / "config.json").write_text(json.dumps({
+        "recipe": recipe_name, "config_name": "tiny",
+        "config": dataclasses.asdict(config),
+    }))
+    return model
+
+
+@pytest.fixture(scope="module")
+def pht_run(tmp_path_factory, vocabulary):
+    import tensorflow as tf
+
+    import recipes
+    from keras_hsum.export.preprocessing import TextStructurer
+
+    config = recipes.config("pht", "tiny").replace(
+        hidden_dim=32, intermediate_dim=64, num_encoder_layers=1,
+        num_decoder_layers=1, max_paragraphs=5, max_paragraph_tokens=16,
+        max_target_length=9,
+    )
+    structurer = TextStructurer(
+        vocabulary.proto, **recipes.get("pht").structure_options(config)
+    )
+    features = structurer(tf.constant([["A sentence here. Another one."]]))
+    run = tmp_path_factory.mktemp("runs") / "pht"
+    write_run(run, "pht", config, vocabulary,
+              {**features, "decoder_tokens": tf.zeros([1, 3], tf.int32)})
+    return run
+
+
+@pytest.fixture(scope="module")
+def exported(pht_run, tmp_path_factory):
+    out = tmp_path_factory.mktemp("export") / "saved_models" / "pht"
+    assert run_command("export", "--run", pht_run, "--out", out, "--beam-size", "2") == 0
+    return out
+
+
+def test_export_writes_version_metadata_and_models_config(exported, pht_run):
+    from keras_hsum.export.serving import read_metadata
+
+    assert sorted(os.listdir(exported)) == ["1"]
+    assert os.path.isfile(exported / "1" / "saved_model.pb")
+    metadata = read_metadata(exported / "1")
+    assert metadata["recipe"] == "pht" and metadata["kind"] == "summarizer"
+    assert metadata["search"]["beam_size"] == 2
+    assert metadata["search"]["max_length"] == 8  # max_target_length - 1
+    assert metadata["structure_options"]["family"] == "paragraphs"
+    config = (exported.parent / "models.config").read_text()
+    assert 'name: "pht"' in config and 'base_path: "/models/pht"' in config
+
+
+def test_export_again_writes_the_next_version(exported, pht_run):
+    assert run_command("export", "--run", pht_run, "--out", exported,
+                       "--beam-size", "1", "--serving-root", "") == 0
+    assert sorted(os.listdir(exported)) == ["1", "2"]
+    config = (exported.parent / "models.config").read_text()
+    assert f'base_path: "{os.path.abspath(exported)}"' in config
+
+
+def test_summarize_text_and_jsonl_with_explain(exported, tmp_path, capsys, real_examples):
+    from keras_hsum.data.corpora import sample_path
+
+    text = tmp_path / "input.txt"
+    text.write_text(
+        "The committee met on Monday. It discussed the budget.\n\n"
+        "Costs rose by ten percent.\n---\nA second document. It agrees.\n"
+    )
+    png = tmp_path / "explain.png"
+    assert run_command("summarize", "--model", exported / "1", text,
+                       "--explain", png) == 0
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert len(printed) == 1 and printed[0].startswith("[input.txt] ")
+    assert len(printed[0]) > len("[input.txt] ")
+    assert png.stat().st_size > 1000
+
+    # JSONL (titles and queries → the context signature); the base path
+    # resolves to its latest version.
+    jsonl = tmp_path / "examples.jsonl"
+    import gzip
+
+    path = sample_path("qmsum_goldspan", "val")
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rb") as source:
+        lines = [next(source) for _ in range(3)]
+    jsonl.write_bytes(b"".join(lines))
+    assert run_command("summarize", "--model", exported, jsonl, "--jsonl",
+                       "--batch-size", "2", "--explain", tmp_path / "many.png") == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    expected_ids = [e.id for e in real_examples("qmsum_goldspan", "val")[:3]]
+    assert [r["id"] for r in records] == expected_ids
+    assert all(r["summary"] and np.isfinite(r["score"]) for r in records)
+    assert all((tmp_path / f"many-{i}.png").exists() for i in (1, 2, 3))
+
+
+def test_summarize_matches_the_loaded_signature(exported, tmp_path):
+    import tensorflow as tf
+
+    from keras_hsum.data.reader import example_from_text
+    from keras_hsum.export.cli import load_saved_model
+    from keras_hsum.export.cli import summarize_examples
+
+    example = example_from_text("First paragraph. It talks.\n\nSecond one.", "x")
+    _, loaded, _ = load_saved_model(exported / "1")
+    [result] = summarize_examples(loaded, [example])
+    direct = loaded.signatures["serving_default"](
+        documents=tf.constant([["First paragraph. It talks.\n\nSecond one."]])
+    )
+    assert result["summary"] == direct["summary"].numpy()[0]
+
+
+def test_export_errors_are_clear(tmp_path, capsys, pht_run):
+    (tmp_path / "incomplete").mkdir()
+    assert run_command("export", "--run", tmp_path / "incomplete",
+                       "--out", tmp_path / "out") == 1
+    error = capsys.readouterr().err
+    assert "model.keras" in error and "keras-hsum train" in error
+    assert run_command("export", "--run", pht_run, "--out", tmp_path / "out",
+                       "--predictor-run", pht_run) == 1
+    assert "pht_predictor" in capsys.readouterr().err
+    assert run_command("summarize", "--model", tmp_path / "nowhere",
+                       tmp_path / "missing.txt") == 1
+    assert "error" in capsys.readouterr().err
+
+
+def test_explain_without_matplotlib_says_how_to_install(monkeypatch):
+    import builtins
+
+    from keras_hsum.export import explain
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.split(".")[0] == "matplotlib":
+            raise ImportError("No module named 'matplotlib'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    with pytest.raises(explain.MissingMatplotlibError, match="pip install matplotlib"):
+        explain.plot_sentence_scores("x.png", ["a"], [1.0], [0])
+
+
+def _run_subprocess_runner(path, requests, tmp_path):
+    from tests.export.test_serving import run_saved_model
+
+    return run_saved_model(path, requests, tmp_path)
+
+
+@pytest.mark.slow
+def test_seal_export_returns_the_python_selection_per_segment(
+    tmp_path, vocabulary, real_examples
+):
+    import tensorflow as tf
+
+    import recipes
+    from keras_hsum.decoding import beam_search
+    from keras_hsum.export.preprocessing import TextStructurer
+    from tests.export.test_serving import documents_of
+    from tests.export.test_serving import padded
+
+    config = recipes.config("seal", "tiny").replace(
+        hidden_dim=32, intermediate_dim=64, num_encoder_layers=1,
+        num_decoder_layers=1, max_snippets=6, snippet_length=16,
+        extract_length=48, segment_length=4, max_target_length=11,
+    )
+    recipe = recipes.get("seal")
+    structurer = TextStructurer(vocabulary.proto, **recipe.structure_options(config))
+    documents = padded([documents_of(e) for e in real_examples("qmsum_general", "val")[:2]])
+    features = structurer(tf.constant(documents))
+    numeric = {k: v for k, v in features.items() if v.dtype != tf.string}
+    model = write_run(tmp_path / "run", "seal", config, vocabulary,
+                      {**numeric, "decoder_tokens": tf.zeros([2, 5], tf.int32)})
+    result = tf.function(lambda x: beam_search(model, x, beam_size=2, max_length=10))(numeric)
+    selected = result["aux"]["selected_ids"][:, 0].numpy()  # [B,L,P']
+    lengths = result["lengths"][:, 0].numpy()
+    # Python's sentencepiece detokenises (TF Text's eager SentencePiece
+    # resource can be gone by now: tensorflow_text's kernel-owned resource,
+    # b/318839908 in tensorflow_text/python/ops/sentencepiece_tokenizer.py).
+    expected_summary = []
+    for row in result["sequences"][:, 0].numpy():
+        ids = []
+        for token in row:
+            if token == model.eos_id:
+                break
+            if token not in (model.pad_id, model.bos_id):
+                ids.append(int(token))
+        expected_summary.append(vocabulary.decode(ids).encode("utf-8"))
+    texts = features["unit_texts"].numpy()
+
+    out = tmp_path / "saved_models" / "seal"
+    assert run_command("export", "--run", tmp_path / "run", "--out", out,
+                       "--beam-size", "2", "--max-length", "10") == 0
+    [served], leaked = _run_subprocess_runner(
+        out / "1", [{"signature": "serving_default", "inputs": {"documents": documents}}],
+        tmp_path,
+    )
+    assert leaked == [] and "__error__" not in served
+    np.testing.assert_array_equal(served["summary"], expected_summary)
+    ids = served["selected_snippet_ids"]  # [B,M,P']
+    assert ids.shape[:2] == (2, 3)  # M = ceil(10 / 4)
+    for b in range(2):
+        for m in range(3):
+            if 4 * m < lengths[b]:
+                np.testing.assert_array_equal(ids[b, m], selected[b, 4 * m])
+                for slot, snippet in enumerate(ids[b, m]):
+                    expected = texts[b, snippet] if snippet >= 0 else b""
+                    assert served["selected_snippets"][b, m, slot] == expected
+            else:
+                assert np.all(ids[b, m] == -1)
+    png = tmp_path / "seal.png"
+    text = tmp_path / "input.txt"
+    text.write_text("\n\n".join(documents[0]))
+    assert run_command("summarize", "--model", out, text, "--explain", png) == 0
+    assert png.stat().st_size > 1000
+
+
+@pytest.mark.slow
+def test_shte_export_extracts_what_python_extracts(tmp_path, vocabulary, real_examples):
+    import tensorflow as tf
+
+    import recipes
+    from keras_hsum.export.preprocessing import TextStructurer
+    from tests.export.test_serving import documents_of
+
+    config = recipes.config("shte", "tiny").replace(
+        hidden_dim=32, intermediate_dim=64, sentence_intermediate_dim=64,
+        classifier_hidden_dim=32, max_sentences=8, max_sentence_tokens=16,
+    )
+    recipe = recipes.get("shte")
+    structurer = TextStructurer(vocabulary.proto, **recipe.structure_options(config))
+    document = ["\n\n".join(documents_of(e)) for e in real_examples("scitldr_a", "val")[:2]]
+    features = structurer(tf.constant(document)[:, None])
+    numeric = {k: v for k, v in features.items() if v.dtype != tf.string}
+    summary_side = {
+        "summary_tokens": numeric["tokens"][:, :2],
+        "summary_token_mask": numeric["token_mask"][:, :2],
+        "summary_paragraph_mask": numeric["paragraph_mask"][:, :2],
+    }
+    model = write_run(tmp_path / "run", "shte", config, vocabulary,
+                      {**numeric, **summary_side})
+    indices, scores, sentence_scores = model.extract(numeric, k=config.extract_sentences)
+
+    out = tmp_path / "saved_models" / "shte"
+    assert run_command("export", "--run", tmp_path / "run", "--out", out) == 0
+    served, leaked = _run_subprocess_runner(out / "1", [
+        {"signature": "serving_default", "inputs": {"document": document}},
+        {"signature": "extract", "inputs": {"document": document + [""]}},
+    ], tmp_path)
+    assert leaked == []
+    default, extract = served
+    np.testing.assert_array_equal(default["indices"], indices.numpy())
+    np.testing.assert_allclose(default["sentence_scores"], sentence_scores.numpy(), atol=1e-5)
+    np.testing.assert_array_equal(default["sentences"], features["unit_texts"].numpy())
+    np.testing.assert_array_equal(extract["indices"][:2], indices.numpy())
+    texts = features["unit_texts"].numpy()
+    for b in range(2):
+        chosen = [texts[b, i] for i in indices.numpy()[b] if i >= 0]
+        assert list(extract["extracted"][b][: len(chosen)]) == chosen
+        assert extract["summary"][b] == b" ".join(chosen)
+    assert extract["summary"][2] == b"" and extract["error"][2].startswith(b"empty input")
+    png = tmp_path / "shte.png"
+    text = tmp_path / "input.txt"
+    text.write_text(document[0])
+    assert run_command("summarize", "--model", out, text, "--explain", png) == 0
+    assert png.stat().st_size > 1000
