@@ -1,6 +1,7 @@
 """The `keras-hsum` command line.
 
-    keras-hsum demo                      the README's main job on bundled real data
+    keras-hsum demo                      the README's main job: train the tiny PHT on bundled
+                                         real data, export, summarize, heatmap
     keras-hsum vocab  --data D --out F   train a SentencePiece vocabulary on a corpus
     keras-hsum structure --data D --vocab F --family paragraphs
                                          structure a corpus, print shapes and truncation
@@ -166,7 +167,9 @@ def _train(args):
 def _demo(args):
     from keras_hsum import demo
 
-    return demo.run(out_dir=args.out, vocabulary_size=args.vocabulary_size)
+    return demo.run(
+        out_dir=args.out, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch
+    )
 
 
 def build_parser():
@@ -176,9 +179,14 @@ def build_parser():
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
-    demo = commands.add_parser("demo", help="run the demo on bundled real data")
+    demo = commands.add_parser(
+        "demo",
+        help="train the tiny PHT on bundled real data, export it, summarize a "
+        "held-out example, write the attention heatmap",
+    )
     demo.add_argument("--out", default="demo_out", help="output folder")
-    demo.add_argument("--vocabulary-size", type=int, default=8000)
+    demo.add_argument("--epochs", type=int, default=None, help="override the tiny recipe")
+    demo.add_argument("--steps-per-epoch", type=int, default=None)
     demo.set_defaults(handler=_demo)
 
     vocab = commands.add_parser("vocab", help="train a SentencePiece vocabulary")
