@@ -100,7 +100,10 @@ def parse_overrides(config, assignments):
                 f"received {assignment!r}."
             )
         current = getattr(config, name)
-        if text.lower() in ("none", "null"):
+        optional = "None" in str(fields[name].type) or current is None
+        if text.lower() in ("none", "null") and (optional or not isinstance(current, str)):
+            # A str field that cannot be None keeps "none" as a value (e.g.
+            # SHTE's position_encoding="none").
             value = None
         elif isinstance(current, bool):
             if text.lower() not in ("true", "false", "1", "0"):

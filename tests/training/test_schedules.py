@@ -64,6 +64,9 @@ def test_parse_overrides_types_none_and_unknown_keys():
     assert changed.dataset == "qmsum_general"
     assert config.epochs == recipes.config("flat", "tiny").epochs  # frozen, unchanged
     assert parse_overrides(config, None) == config
+    # A str field that cannot be None keeps "none" as its value.
+    shte = recipes.config("shte", "tiny")
+    assert parse_overrides(shte, ["position_encoding=none"]).position_encoding == "none"
     with pytest.raises(ValueError, match=r"key one of .*'dropout'.*received 'dropot=0.1'"):
         parse_overrides(config, ["dropot=0.1"])
     with pytest.raises(ValueError, match="key=value"):
