@@ -296,6 +296,11 @@ def main():
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-flops", action="store_true", help="skip the JAX FLOP count")
+    parser.add_argument(
+        "--merge", action="store_true",
+        help="keep other recipes' rows of an earlier results file (same matmul figure "
+        "re-measured; run the heavy SEAL-size recipes with fewer --steps)",
+    )
     parser.add_argument("--child", choices=["tensorflow", "jax"])
     parser.add_argument("--recipe")
     parser.add_argument("--vocabulary")
@@ -326,6 +331,17 @@ def main():
                 row.update({k: v for k, v in _child(args, "jax").items() if k != "recipe"})
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "step_seconds"}))
+    suffix = "_quick" if args.quick else ""
+    results_json = os.path.join(RESULTS, f"train_throughput{suffix}.json")
+    for row in rows:
+        row["steps_measured"] = args.steps
+    if args.merge and os.path.exists(results_json):
+        with open(results_json) as file:
+            earlier = json.load(file)["rows"]
+        names_now = {row["recipe"] for row in rows}
+        rows = [row for row in earlier if row["recipe"] not in names_now] + rows
+        order = {name: i for i, name in enumerate(DEFAULT_RECIPES)}
+        rows.sort(key=lambda row: order.get(row["recipe"], len(order)))
     report = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
@@ -336,9 +352,8 @@ def main():
     }
     table = _table(rows, matmul)
     print(table)
-    suffix = "_quick" if args.quick else ""
     os.makedirs(RESULTS, exist_ok=True)
-    with open(os.path.join(RESULTS, f"train_throughput{suffix}.json"), "w") as file:
+    with open(results_json, "w") as file:
         json.dump(report, file, indent=1)
     with open(os.path.join(RESULTS, f"train_throughput{suffix}.md"), "w") as file:
         file.write(
