@@ -71,8 +71,11 @@ CONFIGS = {
         steps_per_epoch=50,
         validation_steps=4,
         coverage_start_epoch=10,
-        optimizer="adagrad",
-        learning_rate=0.15,
+        # Adam learns the tiny model several times faster than the paper's
+        # Adagrad 0.15 in the few hundred steps a CPU test affords.
+        optimizer="adam",
+        learning_rate=0.5,
+        warmup_steps=100,
         max_val_examples=32,
     ),
     # Cohan et al. §5 (with See et al.'s hyperparameters): cell 256,
