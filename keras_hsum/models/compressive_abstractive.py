@@ -8,14 +8,13 @@ from keras_hub.layers import SinePositionEncoding
 from keras_hub.layers import TransformerEncoder
 
 from keras_hsum.layers.masking import as_bool_mask
-from keras_hsum.models.summarizer import Summarizer
-from keras_hsum.models.summarizer import decoder_padding_mask
 from keras_hsum.models.summarizer import required
+from keras_hsum.models.transformer_summary_decoder import FlatMemorySummarizer
 from keras_hsum.models.transformer_summary_decoder import TransformerSummaryDecoder
 
 
 @keras.saving.register_keras_serializable(package="keras_hsum")
-class CompressiveAbstractive(Summarizer):
+class CompressiveAbstractive(FlatMemorySummarizer):
     """CA: groups of snippets compressed into a few learned vectors each.
 
     SEAL's compressive-abstractive model "compresses each snippet group (a
@@ -200,36 +199,8 @@ class CompressiveAbstractive(Summarizer):
             "paragraph_mask": paragraph_mask,
         }
 
-    def decode(self, decoder_tokens, memory, inputs=None, training=False):
-        return self.decoder(
-            decoder_tokens,
-            memory["memory"],
-            memory_mask=memory["memory_mask"],
-            decoder_padding_mask=decoder_padding_mask(decoder_tokens, self.pad_id),
-            training=training,
-        )
-
-    def initial_cache(self, memory, max_length):
-        batch = ops.shape(memory["memory"])[0]
-        static = dict(memory)
-        static["cross_caches"] = self.decoder.cross_attention_caches(memory["memory"])
-        state = {
-            "self_caches": self.decoder.empty_self_attention_caches(batch, max_length)
-        }
-        return static, state
-
-    def step(self, ids, index, cache):
-        static, state = cache
-        _, logits, self_caches = self.decoder.call_cached(
-            ops.expand_dims(ids, 1),
-            index,
-            static["memory"],
-            state["self_caches"],
-            static["cross_caches"],
-            memory_mask=static["memory_mask"],
-        )
-        aux = {"paragraph_attention": ops.cast(static["paragraph_mask"], "float32")}
-        return logits[:, 0], (static, {"self_caches": self_caches}), aux
+    def step_aux(self, static):
+        return {"paragraph_attention": ops.cast(static["paragraph_mask"], "float32")}
 
     def get_config(self):
         config = super().get_config()

@@ -7,15 +7,14 @@ from keras import ops
 from keras_hub.layers import SinePositionEncoding
 from keras_hub.layers import TransformerEncoder
 
-from keras_hsum.models.summarizer import Summarizer
-from keras_hsum.models.summarizer import decoder_padding_mask
 from keras_hsum.models.summarizer import optional_mask
 from keras_hsum.models.summarizer import required
+from keras_hsum.models.transformer_summary_decoder import FlatMemorySummarizer
 from keras_hsum.models.transformer_summary_decoder import TransformerSummaryDecoder
 
 
 @keras.saving.register_keras_serializable(package="keras_hsum")
-class FlatTransformer(Summarizer):
+class FlatTransformer(FlatMemorySummarizer):
     """The flat Transformer encoder-decoder (FT in HT/PHT, Trunc in SEAL).
 
     The input documents are concatenated in rank order and truncated to N
@@ -123,37 +122,9 @@ class FlatTransformer(Summarizer):
             x = layer(x, padding_mask=mask, training=training)
         return {"memory": x, "memory_mask": mask}
 
-    def decode(self, decoder_tokens, memory, inputs=None, training=False):
-        return self.decoder(
-            decoder_tokens,
-            memory["memory"],
-            memory_mask=memory["memory_mask"],
-            decoder_padding_mask=decoder_padding_mask(decoder_tokens, self.pad_id),
-            training=training,
-        )
-
-    def initial_cache(self, memory, max_length):
-        batch = ops.shape(memory["memory"])[0]
-        static = dict(memory)
-        static["cross_caches"] = self.decoder.cross_attention_caches(memory["memory"])
-        state = {
-            "self_caches": self.decoder.empty_self_attention_caches(batch, max_length)
-        }
-        return static, state
-
-    def step(self, ids, index, cache):
-        static, state = cache
-        _, logits, self_caches = self.decoder.call_cached(
-            ops.expand_dims(ids, 1),
-            index,
-            static["memory"],
-            state["self_caches"],
-            static["cross_caches"],
-            memory_mask=static["memory_mask"],
-        )
-        batch = ops.shape(ids)[0]
-        aux = {"paragraph_attention": ops.zeros((batch, 1), "float32")}
-        return logits[:, 0], (static, {"self_caches": self_caches}), aux
+    def step_aux(self, static):
+        batch = ops.shape(static["memory"])[0]
+        return {"paragraph_attention": ops.zeros((batch, 1), "float32")}
 
     def get_config(self):
         config = super().get_config()

@@ -12,9 +12,8 @@ from keras_hsum.layers.hierarchical_position_encoding import (
 )
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import masked_softmax
-from keras_hsum.models.summarizer import Summarizer
-from keras_hsum.models.summarizer import decoder_padding_mask
 from keras_hsum.models.summarizer import required
+from keras_hsum.models.transformer_summary_decoder import FlatMemorySummarizer
 from keras_hsum.models.transformer_summary_decoder import TransformerSummaryDecoder
 
 LOCAL = "L"
@@ -22,7 +21,7 @@ GLOBAL = "G"
 
 
 @keras.saving.register_keras_serializable(package="keras_hsum")
-class HierarchicalTransformer(Summarizer):
+class HierarchicalTransformer(FlatMemorySummarizer):
     """The Hierarchical Transformer (HT) encoder-decoder.
 
     The P ranked paragraphs of T tokens are embedded with
@@ -228,24 +227,6 @@ class HierarchicalTransformer(Summarizer):
             "memory_mask": ops.reshape(token_mask, (batch, paragraphs * length)),
             "paragraph_mask": paragraph_mask,
         }
-
-    def decode(self, decoder_tokens, memory, inputs=None, training=False):
-        return self.decoder(
-            decoder_tokens,
-            memory["memory"],
-            memory_mask=memory["memory_mask"],
-            decoder_padding_mask=decoder_padding_mask(decoder_tokens, self.pad_id),
-            training=training,
-        )
-
-    def initial_cache(self, memory, max_length):
-        batch = ops.shape(memory["memory"])[0]
-        static = dict(memory)
-        static["cross_caches"] = self.decoder.cross_attention_caches(memory["memory"])
-        state = {
-            "self_caches": self.decoder.empty_self_attention_caches(batch, max_length)
-        }
-        return static, state
 
     def _cross_attention_query(self, layer, x, self_cache, index):
         """The input of `layer`'s cross-attention at one cached step: the

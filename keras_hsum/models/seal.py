@@ -32,6 +32,7 @@ from keras_hsum.layers.snippet_scorer import SnippetScorer
 from keras_hsum.models.summarizer import Summarizer
 from keras_hsum.models.summarizer import decoder_padding_mask
 from keras_hsum.models.summarizer import required
+from keras_hsum.models.transformer_summary_decoder import FlatMemorySummarizer
 from keras_hsum.models.transformer_summary_decoder import TransformerSummaryDecoder
 
 
@@ -73,7 +74,7 @@ def selection_indicator(selected_ids, paragraphs):
 
 
 @keras.saving.register_keras_serializable(package="keras_hsum")
-class ExtractiveAbstractive(Summarizer):
+class ExtractiveAbstractive(FlatMemorySummarizer):
     """EA: snippet encoder → scorer → gate (L_ext tokens) → Transformer decoder.
 
     1. Encoder E: every snippet [T] is embedded with the decoder's token
@@ -302,15 +303,6 @@ class ExtractiveAbstractive(Summarizer):
         )
         return memory
 
-    def decode(self, decoder_tokens, memory, inputs=None, training=False):
-        return self.decoder(
-            decoder_tokens,
-            memory["memory"],
-            memory_mask=memory["memory_mask"],
-            decoder_padding_mask=decoder_padding_mask(decoder_tokens, self.pad_id),
-            training=training,
-        )
-
     def call(self, inputs, training=False):
         if "decoder_tokens" not in inputs:
             return super().call(inputs, training=training)  # raises clearly
@@ -339,33 +331,14 @@ class ExtractiveAbstractive(Summarizer):
                 f"{tuple(labels.shape)}. Use keras_hsum.data.seal_labels()."
             )
 
-    def initial_cache(self, memory, max_length):
-        batch = ops.shape(memory["memory"])[0]
-        static = dict(memory)
-        static["cross_caches"] = self.decoder.cross_attention_caches(memory["memory"])
-        state = {
-            "self_caches": self.decoder.empty_self_attention_caches(batch, max_length)
-        }
-        return static, state
-
-    def step(self, ids, index, cache):
-        static, state = cache
-        _, logits, self_caches = self.decoder.call_cached(
-            ops.expand_dims(ids, 1),
-            index,
-            static["memory"],
-            state["self_caches"],
-            static["cross_caches"],
-            memory_mask=static["memory_mask"],
-        )
+    def step_aux(self, static):
         paragraphs = ops.shape(static["scores"])[1]
-        aux = {
+        return {
             "paragraph_attention": selection_indicator(
                 static["selected_ids"], paragraphs
             ),
             "selected_ids": static["selected_ids"],
         }
-        return logits[:, 0], (static, {"self_caches": self_caches}), aux
 
     def get_config(self):
         config = super().get_config()

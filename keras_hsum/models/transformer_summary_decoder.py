@@ -9,6 +9,8 @@ from keras_hub.layers import SinePositionEncoding
 from keras_hub.layers import TransformerDecoder
 
 from keras_hsum.layers.masking import as_bool_mask
+from keras_hsum.models.summarizer import Summarizer
+from keras_hsum.models.summarizer import decoder_padding_mask
 
 
 @keras.saving.register_keras_serializable(package="keras_hsum")
@@ -219,3 +221,51 @@ class TransformerSummaryDecoder(keras.layers.Layer):
             }
         )
         return config
+
+
+class FlatMemorySummarizer(Summarizer):
+    """A `Summarizer` whose `self.decoder` (a `TransformerSummaryDecoder`)
+    attends over one flat memory.
+
+    Subclasses build `self.decoder`, implement `encode` returning at least
+    `{"memory": [B,M,D], "memory_mask": bool [B,M]}`, and `step_aux(static)`
+    (the per-step aux dict, from the static part of the cache). Teacher
+    forcing, the caches (cross-attention keys/values projected once; self-
+    attention preallocated) and the cached step are shared here.
+    """
+
+    def decode(self, decoder_tokens, memory, inputs=None, training=False):
+        return self.decoder(
+            decoder_tokens,
+            memory["memory"],
+            memory_mask=memory["memory_mask"],
+            decoder_padding_mask=decoder_padding_mask(decoder_tokens, self.pad_id),
+            training=training,
+        )
+
+    def initial_cache(self, memory, max_length):
+        batch = ops.shape(memory["memory"])[0]
+        static = dict(memory)
+        static["cross_caches"] = self.decoder.cross_attention_caches(memory["memory"])
+        state = {
+            "self_caches": self.decoder.empty_self_attention_caches(batch, max_length)
+        }
+        return static, state
+
+    def step(self, ids, index, cache):
+        static, state = cache
+        _, logits, self_caches = self.decoder.call_cached(
+            ops.expand_dims(ids, 1),
+            index,
+            static["memory"],
+            state["self_caches"],
+            static["cross_caches"],
+            memory_mask=static["memory_mask"],
+        )
+        return logits[:, 0], (static, {"self_caches": self_caches}), self.step_aux(static)
+
+    def step_aux(self, static):
+        """The aux dict of one step (always with "paragraph_attention" [B,P])."""
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement step_aux(static)."
+        )
