@@ -1,8 +1,16 @@
-"""`keras-hsum evaluate`: ROUGE of an extractive baseline (or, later, a model).
+"""`keras-hsum evaluate`: ROUGE of exported models and extractive baselines.
 
-    keras-hsum evaluate --baseline lead3 --data DATA --split val \\
-        [--out report.json] [--plot chart.png] [--markdown table.md] \\
-        [--max-examples N] [--references primary|max|mean]
+    keras-hsum evaluate --model saved_models/pht/1 --baseline textrank \\
+        --data DATA --split val [--out report.json] [--plot chart.png] \\
+        [--markdown table.md] [--max-examples N] [--references primary|max|mean]
+
+Models and baselines go through one code path: each is a system that maps
+an `Example` to a summary, scored by `keras_hsum.evaluation.report.evaluate`.
+A model is an exported SavedModel (`keras-hsum export`): it receives the
+example's raw text exactly as `keras-hsum summarize` sends it, so the score
+is the score of what a TF Serving client would get. Examples whose request
+returns an error tensor are scored as empty summaries and listed under
+`errors` in the report (never dropped).
 
 DATA is a JSONL(.gz) file, a folder holding `<split>.jsonl.gz`, a folder of
 corpus files, or a dataset name (`qmsum_goldspan`: `corpus_path(name,
@@ -17,10 +25,6 @@ import os
 import sys
 
 
-class ModelNotAvailableError(RuntimeError):
-    """Evaluating an exported model is not wired up yet."""
-
-
 def add_parser(subparsers):
     """Adds the `evaluate` command to an argparse subparsers object.
 
@@ -33,7 +37,7 @@ def add_parser(subparsers):
     from keras_hsum.evaluation.baselines import BASELINES
 
     parser = subparsers.add_parser(
-        "evaluate", help="ROUGE of extractive baselines (or a model) on a corpus"
+        "evaluate", help="ROUGE of exported models and extractive baselines on a corpus"
     )
     system = parser.add_argument_group("system (at least one)")
     system.add_argument(
@@ -43,7 +47,19 @@ def add_parser(subparsers):
         help="an extractive baseline; repeat to compare several",
     )
     system.add_argument(
-        "--model", help="a SavedModel folder (not available yet)"
+        "--model",
+        action="append",
+        help="an exported SavedModel (saved_models/<name> for its latest "
+        "version, or saved_models/<name>/<version>); repeat to compare several",
+    )
+    system.add_argument(
+        "--name",
+        action="append",
+        help="display names of the --model systems, in order (default: "
+        "<recipe>/<version>)",
+    )
+    parser.add_argument(
+        "--batch-size", type=int, default=8, help="examples per SavedModel request"
     )
     parser.add_argument(
         "--data",
@@ -102,19 +118,85 @@ def _baseline_system(name, max_sentences, max_words):
     return lambda example: function(example, **return_budget)
 
 
+def model_system(path, batch_size=8, name=None, verbose=True):
+    """An exported SavedModel as an evaluation system.
+
+    Args:
+        path: a SavedModel version folder, or its parent (latest version).
+        batch_size: examples per request.
+        name: the system's name (default `<recipe>/<version>`).
+        verbose: show a progress bar while summarizing.
+
+    Returns:
+        `(name, summarize, info)`: `summarize(examples)` returns one summary
+        str per example (an empty str where the model answered with an
+        error, recorded in `info["errors"]` as {id: message}); `info` also
+        holds the version folder and the export metadata.
+    """
+    from keras_hsum.export.cli import load_saved_model
+    from keras_hsum.export.cli import summarize_examples
+
+    if not os.path.exists(path):
+        raise FileNotFoundError(
+            f"--model {path!r} does not exist; expected a SavedModel folder "
+            "written by `keras-hsum export` (saved_models/<name>/<version>)."
+        )
+    version_path, loaded, metadata = load_saved_model(path)
+    if name is None:
+        recipe = metadata.get("recipe") or os.path.basename(
+            os.path.dirname(os.path.abspath(version_path))
+        )
+        name = f"{recipe}/{os.path.basename(os.path.normpath(version_path))}"
+    info = {"path": os.path.abspath(version_path), "metadata": metadata, "errors": {}}
+
+    def summarize(examples):
+        examples = list(examples)
+        progress = None
+        if verbose:
+            import keras
+
+            progress = keras.utils.Progbar(len(examples), unit_name="example")
+        summaries = []
+        for start in range(0, len(examples), batch_size):
+            batch = examples[start:start + batch_size]
+            for example, result in zip(batch, summarize_examples(loaded, batch, batch_size)):
+                error = _text(result.get("error", b""))
+                if error:
+                    info["errors"][example.id] = error
+                    summaries.append("")
+                else:
+                    summaries.append(_text(result["summary"]))
+            if progress is not None:
+                progress.add(len(batch))
+        return summaries
+
+    return name, summarize, info
+
+
+def _text(value):
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
+
+
 def run(args):
     """Runs `evaluate` for parsed `args`; returns the process exit code."""
     from keras_hsum.data.reader import read_examples
     from keras_hsum.evaluation import report as reporting
 
-    if args.model:
-        raise ModelNotAvailableError(
-            f"--model {args.model!r}: evaluating an exported model is not "
-            "available yet: exporting arrives with the export issue. Use "
-            "--baseline lead3|lexrank|textrank|oracle for now."
+    models = args.model or []
+    names = args.name or []
+    if not models and not args.baseline:
+        print("evaluate: give at least one --model or --baseline.", file=sys.stderr)
+        return 2
+    if len(names) > len(models):
+        print(
+            f"evaluate: {len(names)} --name given for {len(models)} --model; "
+            "expected at most one name per model.",
+            file=sys.stderr,
         )
-    if not args.baseline:
-        print("evaluate: give at least one --baseline (or --model).", file=sys.stderr)
+        return 2
+    if args.batch_size < 1:
+        print(f"evaluate: --batch-size must be >= 1, received {args.batch_size}.",
+              file=sys.stderr)
         return 2
     path = resolve_data(args.data, args.split)
     examples = read_examples(path)
@@ -125,7 +207,37 @@ def run(args):
         print(f"evaluate: no example with text in {path}.", file=sys.stderr)
         return 1
     reports = []
-    for name in args.baseline:
+    for index, model in enumerate(models):
+        try:
+            name, summarize, info = model_system(
+                model, args.batch_size, names[index] if index < len(names) else None
+            )
+        except (FileNotFoundError, ValueError, OSError) as error:
+            print(f"evaluate: error: {error}", file=sys.stderr)
+            return 1
+        print(f"Summarizing {len(examples)} examples with {info['path']}")
+        summaries = summarize(examples)
+        report = reporting.evaluate(
+            summaries,
+            examples,
+            name=name,
+            references=args.references,
+            num_resamples=args.num_resamples,
+            seed=args.seed,
+        )
+        report["data"] = path
+        report["model"] = info["path"]
+        report["export"] = info["metadata"]
+        report["errors"] = info["errors"]
+        if info["errors"]:
+            print(
+                f"evaluate: {len(info['errors'])} of {len(examples)} requests to "
+                f"{name} returned an error (scored as empty summaries; listed "
+                "under 'errors' in the report).",
+                file=sys.stderr,
+            )
+        reports.append(report)
+    for name in args.baseline or []:
         reports.append(
             reporting.evaluate(
                 _baseline_system(name, args.max_sentences, args.max_words),

@@ -45,10 +45,16 @@ def _parse(argv):
     return parser.parse_args(argv)
 
 
-def test_model_is_not_available_yet():
-    args = _parse(["evaluate", "--model", "saved_models/ht/1", "--data", "cnndm"])
-    with pytest.raises(cli.ModelNotAvailableError, match="export issue"):
-        cli.run(args)
+def test_missing_model_and_bad_arguments_are_clear(tmp_path, capsys):
+    data = sample_path("qmsum_goldspan", "val")
+    missing = str(tmp_path / "saved_models" / "ht" / "1")
+    assert cli.run(_parse(["evaluate", "--model", missing, "--data", data])) == 1
+    assert "does not exist" in capsys.readouterr().err
+    assert cli.run(_parse(["evaluate", "--data", data])) == 2
+    assert "at least one --model or --baseline" in capsys.readouterr().err
+    args = _parse(["evaluate", "--baseline", "lead3", "--name", "x", "--data", data])
+    assert cli.run(args) == 2
+    assert "at most one name per model" in capsys.readouterr().err
 
 
 def test_data_resolution(tmp_path):

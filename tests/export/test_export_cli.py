@@ -304,3 +304,70 @@ def test_shte_export_extracts_what_python_extracts(tmp_path, vocabulary, real_ex
     text.write_text(document[0])
     assert run_command("summarize", "--model", out, text, "--explain", png) == 0
     assert png.stat().st_size > 1000
+
+
+def test_evaluate_scores_a_saved_model_beside_a_baseline(exported, tmp_path, capsys):
+    """`keras-hsum evaluate --model`: the report holds exactly what the
+    SavedModel's signature answers for each example's raw text, scored as
+    rouge-score scores it, in one table with a baseline."""
+    import tensorflow as tf
+    from rouge_score import rouge_scorer
+
+    from keras_hsum.data.corpora import sample_path
+    from keras_hsum.data.reader import read_jsonl
+    from keras_hsum.data.sentences import split_sentences
+    from keras_hsum.evaluation import cli as evaluation_cli
+    from keras_hsum.export.cli import example_documents
+
+    data = sample_path("qmsum_goldspan", "val")
+    root = argparse.ArgumentParser()
+    evaluation_cli.add_parser(root.add_subparsers(dest="command"))
+    out = tmp_path / "report.json"
+    args = root.parse_args([
+        "evaluate", "--model", str(exported / "1"), "--name", "tiny-pht",
+        "--baseline", "lead3", "--data", data, "--max-examples", "5",
+        "--batch-size", "2", "--num-resamples", "50", "--out", str(out),
+    ])
+    assert evaluation_cli.run(args) == 0
+    printed = capsys.readouterr().out
+    assert "| tiny-pht | qmsum | 5 |" in printed and "| lead3 | qmsum | 5 |" in printed
+    model_report, lead_report = json.loads(out.read_text(encoding="utf-8"))
+    assert model_report["export"]["recipe"] == "pht"
+    assert model_report["errors"] == {}
+    examples = list(read_jsonl(data))[:5]
+    assert model_report["num_examples"] == lead_report["num_examples"] == 5
+    loaded = tf.saved_model.load(str(exported / "1"))
+    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2"], use_stemmer=True)
+    for row, example in zip(model_report["examples"], examples):
+        direct = loaded.signatures["summarize_with_context"](
+            documents=tf.constant([example_documents(example)]),
+            title=tf.constant([example.title or ""]),
+            query=tf.constant([example.query or ""]),
+        )
+        assert row["id"] == example.id
+        assert row["summary"] == direct["summary"].numpy()[0].decode("utf-8")
+        expected = scorer.score(example.summary, row["summary"])
+        for metric in ("rouge1", "rouge2"):
+            assert row["scores"][metric]["f1"] == pytest.approx(
+                expected[metric].fmeasure, abs=1e-12
+            )
+
+
+def test_evaluate_keeps_examples_whose_request_fails(exported, tmp_path):
+    """An example with no text reaches the model as an empty request: the
+    model answers with its error tensor; the example stays in the report
+    as an empty summary, listed under `errors`."""
+    from keras_hsum.data.reader import example_from_text
+    from keras_hsum.evaluation import report as reporting
+    from keras_hsum.evaluation.cli import model_system
+
+    good = example_from_text("The budget rose. Costs fell.\\n\\nIt was agreed.", "good")
+    empty = example_from_text("", "empty")
+    name, summarize, info = model_system(str(exported), batch_size=2, verbose=False)
+    assert name == f"pht/{sorted(os.listdir(exported), key=int)[-1]}"
+    summaries = summarize([good, empty])
+    assert summaries[1] == "" and list(info["errors"]) == ["empty"]
+    scored = [dataclasses.replace(e, summary="The budget rose.") for e in (good, empty)]
+    report = reporting.evaluate(summaries, scored, name=name, num_resamples=10)
+    assert report["num_examples"] == 2
+    assert report["examples"][1]["scores"]["rouge1"]["f1"] == 0.0
