@@ -22,6 +22,7 @@ from keras_hsum.decoding.terms import NgramBlocking
 from keras_hsum.decoding.terms import RecentTokenBlocking
 from keras_hsum.decoding.terms import ScoreTerm
 from keras_hsum.decoding.terms import StructuralCoverage
+from keras_hsum.decoding.terms import TokenBlocking
 
 __all__ = [
     "AttentionAlignment",
@@ -34,6 +35,7 @@ __all__ = [
     "RecentTokenBlocking",
     "ScoreTerm",
     "StructuralCoverage",
+    "TokenBlocking",
     "beam_search",
     "compress_paragraphs",
     "greedy_search",

@@ -172,6 +172,30 @@ class MaxLength(ScoreTerm):
         return _block(log_probs, ops.logical_and(at_limit, not_eos))
 
 
+class TokenBlocking(ScoreTerm):
+    """Never generates the given token ids (e.g. SentencePiece's unknown
+    piece, which detokenizes to " ⁇ ").
+
+    Args:
+        ids: a sequence of int token ids.
+    """
+
+    def __init__(self, ids):
+        self.ids = tuple(int(i) for i in ids)
+        if any(i < 0 for i in self.ids):
+            raise ValueError(f"TokenBlocking: ids must be >= 0, received {self.ids}.")
+
+    def mask_log_probs(self, log_probs, state, context):
+        if not self.ids:
+            return log_probs
+        vocab = _vocab_ids(log_probs)
+        blocked = ops.any(
+            ops.equal(vocab[:, None], ops.convert_to_tensor(self.ids, "int32")[None, :]),
+            axis=-1,
+        )
+        return _block(log_probs, blocked)
+
+
 class NgramBlocking(ScoreTerm):
     """No n-gram appears twice in a hypothesis: a candidate token that would
     complete an n-gram already present gets `NEG_INF` (Paulus et al. 2018;

@@ -108,7 +108,7 @@ def build_module(model, structurer, *, search=None, predictor=None, k=3,
 def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
                max_length=None, min_length=0, length_alpha=None, block_ngrams=0,
                block_recent=0, alignment_beta=0.8, serving_root="/models",
-               jit_compile=False):
+               jit_compile=False, block_unknown=True):
     """Exports a trained run as `<out>/<version>/` (see `keras-hsum export`).
 
     Args:
@@ -120,6 +120,8 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
         beam_size, max_length, min_length, length_alpha, block_ngrams,
             block_recent, alignment_beta: `SearchOptions`; `max_length`
             defaults to the recipe's `max_target_length - 1`.
+        block_unknown: never generate the vocabulary's unknown piece
+            (it detokenizes to " ⁇ ").
         serving_root: models.config base paths (`<serving_root>/<name>`);
             None: absolute local paths.
         jit_compile: XLA-compile the encoder and search.
@@ -148,6 +150,7 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
         beam_size=beam_size, max_length=max_length, min_length=min_length,
         length_alpha=length_alpha, block_ngrams=block_ngrams,
         block_recent=block_recent, alignment_beta=alignment_beta,
+        blocked_ids=(vocabulary.unk_id,) if block_unknown else (),
     )
     module = build_module(
         model, structurer, search=search, predictor=predictor,
@@ -179,7 +182,7 @@ def _export(args):
             length_alpha=args.length_alpha, block_ngrams=args.block_ngrams,
             block_recent=args.block_recent, alignment_beta=args.alignment_beta,
             serving_root=None if args.serving_root == "" else args.serving_root,
-            jit_compile=args.jit_compile,
+            jit_compile=args.jit_compile, block_unknown=not args.allow_unknown,
         )
     except (ValueError, FileExistsError) as error:
         print(f"keras-hsum export: error: {error}", file=sys.stderr)
@@ -380,6 +383,11 @@ def add_parsers(subparsers):
     )
     export.add_argument("--block-ngrams", type=int, default=0, help="n-gram blocking (0: off)")
     export.add_argument("--block-recent", type=int, default=0, help="recent-token blocking window")
+    export.add_argument(
+        "--allow-unknown", action="store_true",
+        help="let the search generate the unknown piece (blocked by default: "
+        "it detokenizes to ' ⁇ ')",
+    )
     export.add_argument("--alignment-beta", type=float, default=0.8, help="PHT attention alignment β")
     export.add_argument(
         "--serving-root", default="/models",

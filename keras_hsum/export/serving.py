@@ -178,6 +178,8 @@ class SearchOptions:
         block_ngrams: n of `NgramBlocking` (0: off; PHT blocks trigrams).
         block_recent: window of `RecentTokenBlocking` (0: off; PHT: 2).
         recent_exceptions: ids that may repeat anyway (e.g. the comma).
+        blocked_ids: ids never generated (`TokenBlocking`; `keras-hsum
+            export` blocks the vocabulary's unknown piece).
         alignment_beta: β of PHT's `AttentionAlignment`, used when the
             inputs carry `predicted_attention` η̂ [B,P] (an exported
             `AttentionPredictor`); 0 turns it off.
@@ -191,6 +193,7 @@ class SearchOptions:
     block_ngrams: int = 0
     block_recent: int = 0
     recent_exceptions: tuple = ()
+    blocked_ids: tuple = ()
     alignment_beta: float = 0.8
 
     def terms(self, inputs):
@@ -199,6 +202,7 @@ class SearchOptions:
         from keras_hsum.decoding import LengthNormalization
         from keras_hsum.decoding import NgramBlocking
         from keras_hsum.decoding import RecentTokenBlocking
+        from keras_hsum.decoding import TokenBlocking
 
         terms = []
         if self.length_normalization:
@@ -209,6 +213,8 @@ class SearchOptions:
             terms.append(
                 RecentTokenBlocking(self.block_recent, self.recent_exceptions)
             )
+        if self.blocked_ids:
+            terms.append(TokenBlocking(self.blocked_ids))
         if self.alignment_beta and inputs.get("predicted_attention") is not None:
             mask = inputs.get("paragraph_mask")
             terms.append(

@@ -9,7 +9,8 @@ from keras_hsum.decoding import MinLength
 from keras_hsum.decoding import NgramBlocking
 from keras_hsum.decoding import RecentTokenBlocking
 from keras_hsum.decoding import search
-from probability_table import EOS, initial_state, random_table, table_step_fn
+from keras_hsum.decoding import TokenBlocking
+from probability_table import EOS, sequence_log_prob, initial_state, random_table, table_step_fn
 
 V, L, K, B = 6, 12, 3, 2
 
@@ -101,3 +102,27 @@ def test_max_length(seed):
     for b, limit in enumerate([3, 5]):
         assert (per_example["lengths"][b] <= limit).all()
         assert (per_example["lengths"][b] > 0).all()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_token_blocking_never_emits_the_blocked_ids(seed):
+    table = repetitive_table(seed)
+    favourite = int(np.argmax(table[0, 0, 0]))  # the first token the model prefers
+    assert any(favourite in h for h in hypotheses(decode(table, [])))
+    out = decode(table, [TokenBlocking([favourite])])
+    emitted = [h for h in hypotheses(out)]
+    assert emitted and all(favourite not in h for h in emitted)
+    assert (out["scores"] > -1e8).all()  # every slot is a real hypothesis
+    # blocking removes hypotheses without renormalising the rest: each
+    # survivor keeps its log-probability under the (normalised) table
+    top = table.max(-1, keepdims=True)
+    normalised = table - top - np.log(np.exp(table - top).sum(-1, keepdims=True))
+    for b in range(B):
+        for k in range(K):
+            tokens = tuple(int(t) for t in out["sequences"][b, k, :int(out["lengths"][b, k])])
+            assert out["scores"][b, k] == pytest.approx(sequence_log_prob(normalised, tokens), abs=1e-4)
+
+
+def test_token_blocking_rejects_negative_ids():
+    with pytest.raises(ValueError, match=">= 0"):
+        TokenBlocking([-1])
