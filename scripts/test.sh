@@ -36,14 +36,14 @@ case "$MODE" in
     BASETEMP="$(mktemp -d)"   # one pytest temp root per pass: they run concurrently
     JAX_PID=""
     if [ ${#AGNOSTIC[@]} -gt 0 ]; then
-      ( KERAS_BACKEND=jax run_pytest -m "not slow and not tensorflow_only" \
+      ( KERAS_BACKEND=jax run_pytest -m "not slow and not tensorflow_only" --durations=20 \
         --basetemp="$BASETEMP/jax" "${AGNOSTIC[@]}" "$@" ) \
         > "$JAX_LOG" 2>&1 &
       JAX_PID=$!
     fi
     echo "== pytest (KERAS_BACKEND=tensorflow)"
     set +e
-    ( KERAS_BACKEND=tensorflow run_pytest -m "not slow" --basetemp="$BASETEMP/tf" tests "$@" )
+    ( KERAS_BACKEND=tensorflow run_pytest -m "not slow" --durations=20 --basetemp="$BASETEMP/tf" tests "$@" )
     TF_RC=$?
     JAX_RC=0
     if [ -n "$JAX_PID" ]; then

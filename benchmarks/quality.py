@@ -1,0 +1,373 @@
+"""Summary quality per dataset: trained recipes against extractive baselines.
+
+Every row goes through the user-facing commands: `keras-hsum train` (with the
+CPU budget in minutes listed in RUNS), `keras-hsum export` (the SavedModel a
+TF Serving deployment would load) and `keras-hsum evaluate` (raw validation
+text in, ROUGE F1 with 95% bootstrap intervals out); the baselines use the
+same `evaluate` code path.
+
+Usage:
+    python benchmarks/quality.py train RUN [--minutes M]   # resumes, extends
+    python benchmarks/quality.py export RUN
+    python benchmarks/quality.py evaluate RUN
+    python benchmarks/quality.py baselines DATASET
+    python benchmarks/quality.py table                     # -> results/quality.md, README
+    python benchmarks/quality.py all                       # every step above
+
+Runs live in runs/results/<run>/ (exports under <run>/export/); reports in
+benchmarks/results/quality/<dataset>/<system>.json.
+
+Decoding settings are fixed per dataset from its *training* split only:
+beam 4, trigram blocking, the unknown piece blocked, min_length = half the mean reference length in
+subword tokens, max_length the recipe's target length; exported with
+--jit-compile (XLA; 5x faster on CPU, same summaries). Lead-k takes k = the
+mean number of reference sentences in the training split (3 where there is
+no training split).
+"""
+
+import argparse
+import datetime
+import glob
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+RESULTS = os.path.join(HERE, "results", "quality")
+RUNS_DIR = os.path.join(ROOT, "runs", "results")
+SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data")
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+# A mid-sized model for a CPU budget: the tiny configs widened to D=128.
+_PARAGRAPH_MODEL = {
+    "vocabulary_size": 8000,
+    "hidden_dim": 128,
+    "intermediate_dim": 512,
+    "dropout": 0.2,
+    "warmup_steps": 400,
+    "epochs": 200,
+    "steps_per_epoch": 100,
+}
+
+RUNS = {
+    "pht_goldspan": dict(
+        recipe="pht", dataset="qmsum_goldspan", minutes=25,
+        overrides={**_PARAGRAPH_MODEL, "num_encoder_layers": 2, "num_decoder_layers": 2,
+                   "max_paragraphs": 16, "max_paragraph_tokens": 64,
+                   "max_target_length": 128},
+    ),
+    "ht_goldspan": dict(
+        recipe="ht", dataset="qmsum_goldspan", minutes=20,
+        overrides={**_PARAGRAPH_MODEL, "layer_schedule": "LLGG", "num_decoder_layers": 2,
+                   "max_paragraphs": 16, "max_test_paragraphs": 16,
+                   "paragraph_length": 64, "max_target_length": 128},
+    ),
+    "flat_goldspan": dict(
+        recipe="flat", dataset="qmsum_goldspan", minutes=20,
+        overrides={**_PARAGRAPH_MODEL, "num_encoder_layers": 2, "num_decoder_layers": 2,
+                   "max_source_length": 1024, "max_target_length": 128},
+    ),
+    "discourse_scisummnet": dict(
+        recipe="discourse", dataset="scisummnet", minutes=30,
+        overrides={"vocabulary_size": 8000, "hidden_dim": 128, "embedding_dim": 64,
+                   "max_sections": 4, "max_section_length": 150,
+                   "max_target_length": 128, "warmup_steps": 200, "epochs": 12,
+                   "steps_per_epoch": 75, "coverage_start_epoch": 10},
+    ),
+    "seal_general": dict(
+        recipe="seal", dataset="qmsum_general", minutes=15,
+        overrides={**_PARAGRAPH_MODEL, "max_snippets": 32, "extract_length": 256,
+                   "max_target_length": 129, "segment_length": 32, "steps_per_epoch": 50},
+    ),
+    "extractive_abstractive_general": dict(
+        recipe="extractive_abstractive", dataset="qmsum_general", minutes=15,
+        overrides={**_PARAGRAPH_MODEL, "max_snippets": 32, "extract_length": 256,
+                   "max_target_length": 129, "steps_per_epoch": 50},
+    ),
+    "shte_scitldr": dict(
+        recipe="shte", dataset="scitldr_a", minutes=8,
+        overrides={"epochs": 100},
+    ),
+    "pht_fewsum_amazon": dict(
+        recipe="pht", dataset="fewsum_amazon", minutes=8,
+        overrides={**_PARAGRAPH_MODEL, "num_encoder_layers": 2, "num_decoder_layers": 2,
+                   "max_paragraphs": 8, "max_paragraph_tokens": 64,
+                   "max_target_length": 96, "rank": "order", "pack": "paragraph",
+                   "steps_per_epoch": 25},
+    ),
+}
+
+# How each dataset is scored (see ../shared/data/README.md).
+DATASETS = {
+    "qmsum_goldspan": {"references": "primary"},
+    "qmsum_general": {"references": "primary"},
+    "scisummnet": {"references": "primary"},
+    "scitldr_a": {"references": "max"},
+    "fewsum_amazon": {"references": "mean"},
+    "fewsum_yelp": {"references": "mean"},
+    "cnndm": {"references": "primary", "file": "summeval100", "split": "test"},
+}
+
+# Published figures for these data (ROUGE F1 x100), with where they come from.
+# The QMSum paper reports "ROUGE-L" without saying which variant.
+PUBLISHED = {
+    "qmsum_goldspan": [
+        ("QMSum pointer-generator, gold spans (Zhong et al. 2021; test split)",
+         {"rouge1": 31.52, "rouge2": 8.69, "rougeL": 27.63}),
+    ],
+    "qmsum_general": [
+        ("QMSum PGNet, all queries (Zhong et al. 2021; test split)",
+         {"rouge1": 28.74, "rouge2": 5.98, "rougeL": 25.13}),
+        ("QMSum BART, all queries (Zhong et al. 2021; test split)",
+         {"rouge1": 29.20, "rouge2": 6.37, "rougeL": 25.49}),
+    ],
+    "cnndm": [
+        ("LEAD-3 (SummEval M0, as ../shared/data/README.md states it)",
+         {"rouge1": 42.00, "rouge2": 19.37, "rougeLsum": 38.12}),
+    ],
+}
+
+BASELINES = ("lead", "lexrank", "textrank", "oracle")
+
+
+def keras_hsum(*argv):
+    command = [os.path.join(os.path.dirname(sys.executable), "keras-hsum"), *map(str, argv)]
+    print("$", " ".join(command), flush=True)
+    subprocess.run(command, check=True, cwd=ROOT,
+                   env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+
+
+def data_path(dataset, split=None):
+    spec = DATASETS[dataset]
+    split = split or spec.get("split", "val")
+    folder = os.path.join(SHARED, dataset)
+    return os.path.join(folder, f"{spec.get('file', split)}.jsonl.gz")
+
+
+def _train_examples(dataset):
+    from keras_hsum.data.reader import read_examples
+
+    path = data_path(dataset, "train")
+    return list(read_examples(path)) if os.path.exists(path) else []
+
+
+def lead_k(dataset):
+    from keras_hsum.data.sentences import split_sentences
+
+    examples = _train_examples(dataset)
+    if not examples:
+        return 3
+    return max(1, round(statistics.mean(len(split_sentences(e.summary)) for e in examples)))
+
+
+def min_length(dataset, run):
+    """Half the mean training-reference length in the run's subword tokens."""
+    import sentencepiece
+
+    processor = sentencepiece.SentencePieceProcessor(
+        model_file=os.path.join(run, "vocabulary.model")
+    )
+    lengths = [len(processor.encode(e.summary)) for e in _train_examples(dataset)]
+    return int(statistics.mean(lengths) / 2)
+
+
+def run_folder(name):
+    return os.path.join(RUNS_DIR, name)
+
+
+def report_path(dataset, system):
+    return os.path.join(RESULTS, dataset, f"{system.replace('/', '_')}.json")
+
+
+def train(name, minutes=None):
+    spec = RUNS[name]
+    sets = []
+    for key, value in spec["overrides"].items():
+        sets += ["--set", f"{key}={value}"]
+    keras_hsum(
+        "train", "--recipe", spec["recipe"], "--config", "tiny",
+        "--data", os.path.join(SHARED, spec["dataset"]), "--out", run_folder(name),
+        *sets, "--max-minutes", minutes or spec["minutes"], "--quiet",
+    )
+
+
+def export(name):
+    spec = RUNS[name]
+    run = run_folder(name)
+    out = os.path.join(run, "export")
+    if spec["recipe"] == "shte":
+        keras_hsum("export", "--run", run, "--out", out, "--serving-root", "")
+        return
+    keras_hsum(
+        "export", "--run", run, "--out", out, "--serving-root", "", "--jit-compile",
+        "--beam-size", 4, "--block-ngrams", 3,
+        "--min-length", min_length(spec["dataset"], run),
+    )
+
+
+def evaluate(name):
+    spec = RUNS[name]
+    dataset = spec["dataset"]
+    out = report_path(dataset, name)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    keras_hsum(
+        "evaluate", "--model", os.path.join(run_folder(name), "export"), "--name", name,
+        "--data", data_path(dataset), "--references", DATASETS[dataset]["references"],
+        "--out", out,
+    )
+    with open(out, encoding="utf-8") as handle:
+        report = json.load(handle)
+    with open(os.path.join(run_folder(name), "history.json"), encoding="utf-8") as handle:
+        epochs = json.load(handle)["epochs"]
+    report["training"] = {
+        "recipe": spec["recipe"],
+        "config": "tiny + " + ", ".join(f"{k}={v}" for k, v in spec["overrides"].items()),
+        "budget_minutes": spec["minutes"],
+        "minutes": epochs[-1]["seconds"] / 60 if epochs else 0.0,  # cumulative
+        "steps": epochs[-1]["step"] if epochs else 0,
+        "final_val_loss": epochs[-1].get("val_loss") if epochs else None,
+    }
+    with open(out, "w", encoding="utf-8") as handle:
+        json.dump(report, handle, indent=1, ensure_ascii=False)
+
+
+def baselines(dataset):
+    k = lead_k(dataset)
+    for baseline in BASELINES:
+        out = report_path(dataset, baseline)
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        budget = [] if baseline == "oracle" else ["--max-sentences", k]
+        keras_hsum(
+            "evaluate", "--baseline", "lead3" if baseline == "lead" else baseline,
+            "--data", data_path(dataset), *budget,
+            "--references", DATASETS[dataset]["references"], "--out", out,
+        )
+        with open(out, encoding="utf-8") as handle:
+            report = json.load(handle)
+        report["system"] = f"Lead-{k}" if baseline == "lead" else (
+            baseline if baseline == "oracle" else f"{baseline} ({k} sentences)"
+        )
+        with open(out, "w", encoding="utf-8") as handle:
+            json.dump(report, handle, indent=1, ensure_ascii=False)
+
+
+def _cell(report, metric):
+    value = report["aggregate"][metric]["f1"]
+    return f"{100 * value['mean']:.2f} [{100 * value['low']:.2f}, {100 * value['high']:.2f}]"
+
+
+def table():
+    lines = [
+        f"Measured {datetime.date.today()} on {platform.machine()}, "
+        f"{os.cpu_count()} CPUs, no GPU. ROUGE F1 x100 with 95% bootstrap "
+        "intervals (1,000 resamples), rouge-score with stemming; ROUGE-Lsum "
+        "puts one sentence per line. Models: trained by `keras-hsum "
+        "train` within the stated wall-clock budget (two trainings shared the "
+        "2 cores), exported, and evaluated from raw validation text through "
+        "the SavedModel (`keras-hsum evaluate --model`).",
+        "",
+    ]
+    summary = {}
+    for dataset in DATASETS:
+        reports = []
+        for path in sorted(glob.glob(os.path.join(RESULTS, dataset, "*.json"))):
+            with open(path, encoding="utf-8") as handle:
+                reports.append(json.load(handle))
+        if not reports:
+            continue
+        models = [r for r in reports if "training" in r]
+        baseline_rows = sorted(
+            (r for r in reports if "training" not in r),
+            key=lambda r: [b in r["system"].lower() for b in BASELINES].index(True)
+            if any(b in r["system"].lower() for b in BASELINES) else 9,
+        )
+        textrank = next((r for r in baseline_rows if "textrank" in r["system"]), None)
+        n = reports[0]["num_examples"]
+        lines += [
+            f"### {dataset} (validation, {n} examples; references: "
+            f"{DATASETS[dataset]['references']})",
+            "",
+            "| system | minutes / budget | steps | ROUGE-1 | ROUGE-2 | ROUGE-L | ROUGE-Lsum | beats TextRank R1 & R2 |",
+            "|---|---:|---:|---:|---:|---:|---:|---|",
+        ]
+        for report in models + baseline_rows:
+            training = report.get("training")
+            beats = ""
+            if training and textrank:
+                wins = [
+                    report["aggregate"][m]["f1"]["mean"] > textrank["aggregate"][m]["f1"]["mean"]
+                    for m in ("rouge1", "rouge2")
+                ]
+                beats = "yes" if all(wins) else "no"
+                summary[report["system"]] = beats
+            lines.append(
+                "| " + " | ".join([
+                    report["system"] + (f" ({training['recipe']})" if training else ""),
+                    f"{training['minutes']:.0f} / {training['budget_minutes']}" if training else "",
+                    str(training["steps"]) if training else "",
+                    _cell(report, "rouge1"), _cell(report, "rouge2"),
+                    _cell(report, "rougeL"), _cell(report, "rougeLsum"), beats,
+                ]) + " |"
+            )
+        for label, values in PUBLISHED.get(dataset, []):
+            cells = [f"{values[m]:.2f}" if m in values else ""
+                     for m in ("rouge1", "rouge2", "rougeL", "rougeLsum")]
+            lines.append(f"| published: {label} | | | " + " | ".join(cells) + " | |")
+        lines.append("")
+    text = "\n".join(lines)
+    with open(os.path.join(os.path.dirname(RESULTS), "quality.md"), "w", encoding="utf-8") as f:
+        f.write(text)
+    _replace_between_markers(os.path.join(ROOT, "README.md"), text)
+    print(text)
+    return summary
+
+
+BEGIN, END = "<!-- quality table: begin -->", "<!-- quality table: end -->"
+
+
+def _replace_between_markers(path, text):
+    """Puts `text` between the README's quality-table markers (if present)."""
+    with open(path, encoding="utf-8") as handle:
+        readme = handle.read()
+    if BEGIN not in readme or END not in readme:
+        return
+    head, rest = readme.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("step", choices=["train", "export", "evaluate", "baselines", "table", "all"])
+    parser.add_argument("target", nargs="?", help="a run name (RUNS) or a dataset (DATASETS)")
+    parser.add_argument("--minutes", type=float, default=None)
+    args = parser.parse_args(argv)
+    if args.step == "table":
+        table()
+    elif args.step == "all":
+        for dataset in DATASETS:
+            baselines(dataset)
+        for name in RUNS:
+            train(name)
+            export(name)
+            evaluate(name)
+        table()
+    elif args.step == "baselines":
+        if args.target not in DATASETS:
+            parser.error(f"expected a dataset among {', '.join(DATASETS)}; received {args.target!r}")
+        baselines(args.target)
+    else:
+        if args.target not in RUNS:
+            parser.error(f"expected a run among {', '.join(RUNS)}; received {args.target!r}")
+        {"train": lambda: train(args.target, args.minutes), "export": lambda: export(args.target),
+         "evaluate": lambda: evaluate(args.target)}[args.step]()
+
+
+if __name__ == "__main__":
+    main()
