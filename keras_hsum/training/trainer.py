@@ -274,10 +274,15 @@ class _HistoryWriter(keras.callbacks.Callback):
         super().__init__()
         self.out = out
         self.history = _history(out)
+        # "seconds" is training time summed over resumed runs (time lost to
+        # a crash after the last epoch end is not counted).
+        epochs = self.history["epochs"]
+        self._offset = epochs[-1]["seconds"] if epochs else 0.0
         self._start = time.monotonic()
 
     def on_epoch_end(self, epoch, logs=None):
-        entry = {"epoch": epoch + 1, "seconds": time.monotonic() - self._start}
+        seconds = self._offset + time.monotonic() - self._start
+        entry = {"epoch": epoch + 1, "seconds": seconds}
         entry["step"] = int(self.model.optimizer.iterations.numpy())
         entry.update({key: float(value) for key, value in (logs or {}).items()})
         self.history["epochs"] = [

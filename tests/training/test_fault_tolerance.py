@@ -140,10 +140,14 @@ def test_resume_refuses_another_config_but_trains_more_epochs(corpus, tmp_path):
     assert "'config.hidden_dim': (64, 32)" in result.stderr
     _check_complete(out, 1)  # untouched
 
+    first_seconds = history(out)[0]["seconds"]
     more = train_command(RECIPE, data, out, epochs=2, steps_per_epoch=STEPS_PER_EPOCH)
     result = run(more)
     assert result.returncode == 0, result.stderr[-3000:]
     _check_complete(out, 2)
+    # training time adds up over the resumed process
+    seconds = [e["seconds"] for e in history(out)]
+    assert seconds[0] == first_seconds and seconds[1] > first_seconds
 
 
 def test_nan_loss_stops_with_the_step_and_keeps_the_last_good_backup(corpus, tmp_path):
