@@ -41,17 +41,17 @@ def _flatten_aux(aux):
 
 def _split_beams(x, beam_size):
     """[B·K,...] → [B,K,...]."""
-    return ops.reshape(x, (-1, beam_size) + tuple(x.shape[1:]))
+    return ops.reshape(x, (-1, beam_size) + tuple(ops.shape(x)[1:]))
 
 
 def _gather_beams(x, parents):
     """x [B,N,...], parents int32 [B,M] → [B,M,...]: x[b, parents[b, m]]."""
     batch = ops.shape(x)[0]
     width = ops.shape(x)[1]
-    flat = ops.reshape(x, (-1,) + tuple(x.shape[2:]))
+    flat = ops.reshape(x, (-1,) + tuple(ops.shape(x)[2:]))
     offsets = ops.arange(batch, dtype="int32")[:, None] * width
     picked = ops.take(flat, ops.reshape(parents + offsets, (-1,)), axis=0)
-    return ops.reshape(picked, (batch, -1) + tuple(x.shape[2:]))
+    return ops.reshape(picked, (batch, -1) + tuple(ops.shape(x)[2:]))
 
 
 def _write(buffer, index, values):
@@ -148,7 +148,9 @@ def search(
     aux_names, aux_values = _flatten_aux(aux)
 
     def zeros_buffer(value):
-        shape = (batch_size, K, L) + tuple(value.shape[1:])
+        # ops.shape: static sizes where known, tensors where not (e.g. the
+        # number of sections of an exported model's input).
+        shape = (batch_size, K, L) + tuple(ops.shape(value)[1:])
         return ops.zeros(shape, value.dtype)
 
     alive_seq = ops.full((batch_size, K, L), pad_id, "int32")

@@ -371,3 +371,47 @@ def test_evaluate_keeps_examples_whose_request_fails(exported, tmp_path):
     report = reporting.evaluate(summaries, scored, name=name, num_resamples=10)
     assert report["num_examples"] == 2
     assert report["examples"][1]["scores"]["rouge1"]["f1"] == 0.0
+
+
+def test_discourse_run_exports_with_a_per_request_extended_vocabulary(tmp_path, vocabulary):
+    """The pointer-generator's extended vocabulary (V + the request's OOVs)
+    and the number of sections are only known per request: the exported
+    beam search must size its buffers at run time, and decode what the
+    Python search decodes on the same features."""
+    import tensorflow as tf
+
+    import recipes
+    from keras_hsum.export.cli import load_saved_model
+    from keras_hsum.export.preprocessing import TextStructurer
+    from keras_hsum.export.serving import SearchOptions
+
+    config = recipes.config("discourse", "tiny").replace(
+        hidden_dim=16, embedding_dim=8, max_sections=3, max_section_length=20,
+        max_target_length=9,
+    )
+    structurer = TextStructurer(
+        vocabulary.proto, **recipes.get("discourse").structure_options(config)
+    )
+    documents = tf.constant([
+        ["The committee met. Zxqvbn costs rose.\n\nThey agreed.", "A second one."],
+        ["Short text here. Fine.", ""],
+    ])
+    features = structurer(documents)
+    run = tmp_path / "discourse"
+    model = write_run(run, "discourse", config, vocabulary,
+                      {**features, "decoder_tokens": tf.zeros([2, 3], tf.int32)})
+    out = tmp_path / "saved_models" / "discourse"
+    assert run_command("export", "--run", run, "--out", out, "--beam-size", "2",
+                       "--serving-root", "") == 0
+    _, loaded, metadata = load_saved_model(out)
+    result = loaded.signatures["serving_default"](documents=documents)
+    assert list(result["error"].numpy()) == [b"", b""]
+    search = SearchOptions(**{
+        k: tuple(v) if isinstance(v, list) else v for k, v in metadata["search"].items()
+    })
+    expected = search(model, features)
+    best = expected["sequences"][:, 0].numpy()
+    lengths = expected["lengths"][:, 0].numpy()
+    ids = result["summary_ids"].numpy()
+    for b in range(2):
+        np.testing.assert_array_equal(ids[b, :lengths[b]], best[b, :lengths[b]])
