@@ -108,7 +108,7 @@ def build_module(model, structurer, *, search=None, predictor=None, k=3,
 def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
                max_length=None, min_length=0, length_alpha=None, block_ngrams=0,
                block_recent=0, alignment_beta=0.8, serving_root="/models",
-               jit_compile=False, block_unknown=True):
+               jit_compile=False, block_unknown=True, extract_sentences=None):
     """Exports a trained run as `<out>/<version>/` (see `keras-hsum export`).
 
     Args:
@@ -120,6 +120,8 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
         beam_size, max_length, min_length, length_alpha, block_ngrams,
             block_recent, alignment_beta: `SearchOptions`; `max_length`
             defaults to the recipe's `max_target_length - 1`.
+        extract_sentences: SHTE only: sentences per extract (default: the
+            run's `extract_sentences`).
         block_unknown: never generate the vocabulary's unknown piece
             (it detokenizes to " ⁇ ").
         serving_root: models.config base paths (`<serving_root>/<name>`);
@@ -154,7 +156,8 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
     )
     module = build_module(
         model, structurer, search=search, predictor=predictor,
-        k=getattr(config, "extract_sentences", 3), jit_compile=jit_compile,
+        k=extract_sentences or getattr(config, "extract_sentences", 3),
+        jit_compile=jit_compile,
     )
     metadata = {
         "recipe": name,
@@ -183,6 +186,7 @@ def _export(args):
             block_recent=args.block_recent, alignment_beta=args.alignment_beta,
             serving_root=None if args.serving_root == "" else args.serving_root,
             jit_compile=args.jit_compile, block_unknown=not args.allow_unknown,
+            extract_sentences=args.extract_sentences,
         )
     except (ValueError, FileExistsError) as error:
         print(f"keras-hsum export: error: {error}", file=sys.stderr)
@@ -387,6 +391,10 @@ def add_parsers(subparsers):
         "--allow-unknown", action="store_true",
         help="let the search generate the unknown piece (blocked by default: "
         "it detokenizes to ' ⁇ ')",
+    )
+    export.add_argument(
+        "--extract-sentences", type=int, default=None,
+        help="SHTE: sentences per extract (default: the run's extract_sentences)",
     )
     export.add_argument("--alignment-beta", type=float, default=0.8, help="PHT attention alignment β")
     export.add_argument(
