@@ -281,10 +281,34 @@ def baselines(dataset):
         with open(out, encoding="utf-8") as handle:
             report = json.load(handle)
         report["system"] = f"Lead-{k}" if baseline == "lead" else (
-            baseline if baseline == "oracle" else f"{baseline} ({k} sentences)"
+            baseline if baseline == "oracle" else f"{baseline} (k={k})"
         )
         with open(out, "w", encoding="utf-8") as handle:
             json.dump(report, handle, indent=1, ensure_ascii=False)
+
+
+def stored_system(dataset, system_id, name):
+    """Scores outputs stored in the corpus file itself (SummEval's
+    `system_summaries`, e.g. M0 = LEAD-3) with the same evaluator."""
+    import gzip
+
+    from keras_hsum.data.reader import read_examples
+    from keras_hsum.evaluation import report as reporting
+
+    path = data_path(dataset)
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        outputs = {
+            record["id"]: record["system_summaries"][system_id]
+            for record in map(json.loads, handle)
+        }
+    examples = [e for e in read_examples(path) if e.sentences()]
+    report = reporting.evaluate(
+        outputs, examples, name=name, references=DATASETS[dataset]["references"],
+    )
+    report["data"] = path
+    out = report_path(dataset, f"stored_{system_id}")
+    reporting.write_json(report, out)
+    print(f"{name}: wrote {out}")
 
 
 def _cell(report, metric):
@@ -319,8 +343,9 @@ def table():
         )
         textrank = next((r for r in baseline_rows if "textrank" in r["system"]), None)
         n = reports[0]["num_examples"]
+        split = DATASETS[dataset].get("split", "val")
         lines += [
-            f"### {dataset} (validation, {n} examples; references: "
+            f"### {dataset} ({'validation' if split == 'val' else split} split, {n} examples; references: "
             f"{DATASETS[dataset]['references']})",
             "",
             "| system | minutes / budget | steps | ROUGE-1 | ROUGE-2 | ROUGE-L | ROUGE-Lsum | beats TextRank R1 & R2 |",
@@ -384,6 +409,7 @@ def main(argv=None):
     elif args.step == "all":
         for dataset in DATASETS:
             baselines(dataset)
+        stored_system("cnndm", "M0", "LEAD-3 outputs stored in the file (M0)")
         for name in RUNS:
             train(name)
             export(name)
@@ -393,6 +419,8 @@ def main(argv=None):
         if args.target not in DATASETS:
             parser.error(f"expected a dataset among {', '.join(DATASETS)}; received {args.target!r}")
         baselines(args.target)
+        if args.target == "cnndm":
+            stored_system("cnndm", "M0", "LEAD-3 outputs stored in the file (M0)")
     else:
         if args.target not in RUNS:
             parser.error(f"expected a run among {', '.join(RUNS)}; received {args.target!r}")
