@@ -233,6 +233,11 @@ def _check_or_write_config(out, resolved):
             for key in resolved
             if key not in ignore and previous.get(key) != resolved[key]
         }
+        # The same folder named relatively or absolutely is the same data.
+        data = differences.get("data")
+        if data and all(isinstance(d, str) for d in data):
+            if os.path.realpath(data[0]) == os.path.realpath(data[1]):
+                differences.pop("data")
         if differences.get("config"):
             old, new = differences.pop("config")
             differences.update(

@@ -19,6 +19,7 @@ from training_runs import history
 from training_runs import max_difference
 from training_runs import new_run_folder
 from training_runs import optimizer_iterations
+from training_runs import REPO_ROOT
 from training_runs import run
 from training_runs import saved_weights
 from training_runs import train_command
@@ -141,7 +142,10 @@ def test_resume_refuses_another_config_but_trains_more_epochs(corpus, tmp_path):
     _check_complete(out, 1)  # untouched
 
     first_seconds = history(out)[0]["seconds"]
-    more = train_command(RECIPE, data, out, epochs=2, steps_per_epoch=STEPS_PER_EPOCH)
+    # the same data folder named by a relative path is the same run
+    relative = os.path.relpath(data, REPO_ROOT)  # the commands run in REPO_ROOT
+    assert relative != data
+    more = train_command(RECIPE, relative, out, epochs=2, steps_per_epoch=STEPS_PER_EPOCH)
     result = run(more)
     assert result.returncode == 0, result.stderr[-3000:]
     _check_complete(out, 2)
