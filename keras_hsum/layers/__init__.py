@@ -4,6 +4,7 @@ Every layer is registered under the `keras_hsum>` package for `.keras`
 saving and runs on the TensorFlow and JAX backends.
 """
 
+from keras_hsum.layers.copy_attention import CopyAttention
 from keras_hsum.layers.discourse_attention import DiscourseAttention
 from keras_hsum.layers.global_transformer_layer import GlobalTransformerLayer
 from keras_hsum.layers.hierarchical_encoder import HierarchicalEncoder
@@ -22,6 +23,7 @@ from keras_hsum.layers.snippet_gate import SnippetGate
 from keras_hsum.layers.snippet_scorer import SnippetScorer
 
 __all__ = [
+    "CopyAttention",
     "DiscourseAttention",
     "GlobalTransformerLayer",
     "HierarchicalEncoder",
