@@ -37,6 +37,8 @@ class Config(RecipeConfig):
         rank: paragraph ranking, "tfidf" (to the query/title) or "order".
         pack: "paragraph" (re-chunk each source paragraph) or "section"
             (also pack consecutive short paragraphs, e.g. meeting turns).
+        pointer_generator: add the copy mechanism (not in the paper; see
+            `ParallelHierarchicalTransformer`).
     """
 
     dataset: str = DEFAULT_DATASET
@@ -52,6 +54,7 @@ class Config(RecipeConfig):
     max_target_length: int = 200
     rank: str = "tfidf"
     pack: str = "section"
+    pointer_generator: bool = False
 
 
 CONFIGS = {
@@ -98,6 +101,7 @@ def build_model(config, vocabulary_size):
         num_decoder_layers=config.num_decoder_layers,
         num_paragraph_layers=config.num_paragraph_layers,
         dropout=config.dropout,
+        pointer_generator=config.pointer_generator,
         name="parallel_hierarchical_transformer",
     )
 

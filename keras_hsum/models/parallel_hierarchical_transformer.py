@@ -11,6 +11,8 @@ from keras_hub.layers import TransformerEncoder
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.multi_head_pooling import MultiHeadPooling
 from keras_hsum.layers.pht_decoder_layer import PHTDecoderLayer
+from keras_hsum.models.copying import copy_log_probabilities
+from keras_hsum.models.copying import make_copy_layers
 from keras_hsum.models.summarizer import Summarizer
 from keras_hsum.models.summarizer import decoder_padding_mask
 from keras_hsum.models.summarizer import required
@@ -48,6 +50,16 @@ class ParallelHierarchicalTransformer(Summarizer):
     "both the word embedding and vocabulary in the decoder part are shared
     with the encoder").
 
+    Copying (optional, `pointer_generator=True`; not in the paper): a
+    `CopyAttention` head over the word memory C, hierarchical like the
+    decoder's own fusion (Eq. 9): the last decoder layer's A_para times a
+    softmax over each paragraph's tokens; a `PointerGenerator` switch mixes
+    the copy distribution into the vocabulary distribution
+    (`keras_hsum.models.copying`). `call`/`decode` and `step` then return
+    log-probabilities instead of logits. With little training data (a few
+    thousand examples) copying is what lets the decoder reproduce the
+    source's names and terms.
+
     Decoding: `initial_cache` keeps the encoder outputs and preallocates the
     self-attention key/value caches [B,L,2,S_max,H,Dh]; `step` decodes one
     position and equals teacher forcing (tested). `PHTDecoderLayer` has no
@@ -67,6 +79,8 @@ class ParallelHierarchicalTransformer(Summarizer):
         dropout: dropout rate everywhere (paper: 0.3).
         tie_embeddings: tie the output projection to the embedding.
         layer_norm_epsilon: LayerNorm epsilon.
+        pointer_generator: add the copy mechanism (default False, as in the
+            paper).
         pad_id, bos_id, eos_id: special ids.
 
     Inputs (dict, the "paragraphs" family of `keras_hsum.data`):
@@ -77,7 +91,7 @@ class ParallelHierarchicalTransformer(Summarizer):
         target_mask: optional bool [B,S] (only `attention_labels` reads it).
 
     Returns (call):
-        float32 logits [B,S,V].
+        float32 logits [B,S,V] (log-probabilities with `pointer_generator`).
 
     Other outputs:
         `paragraph_attention(inputs)`: float32 [B,L,S,P], every decoder
@@ -106,6 +120,7 @@ class ParallelHierarchicalTransformer(Summarizer):
         dropout=0.3,
         tie_embeddings=True,
         layer_norm_epsilon=1e-5,
+        pointer_generator=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -130,6 +145,7 @@ class ParallelHierarchicalTransformer(Summarizer):
         self.dropout = dropout
         self.tie_embeddings = tie_embeddings
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.pointer_generator = bool(pointer_generator)
         self.head_dim = hidden_dim // num_heads
 
         policy = self.dtype_policy
@@ -201,6 +217,10 @@ class ParallelHierarchicalTransformer(Summarizer):
             )
             for i in range(num_decoder_layers)
         ]
+        if self.pointer_generator:
+            self.copy_attention, self.copy_switch = make_copy_layers(
+                self, vocabulary_size
+            )
 
     # ------------------------------------------------------------------ encoder
     def _source_masks(self, inputs):
@@ -237,7 +257,8 @@ class ParallelHierarchicalTransformer(Summarizer):
 
         Returns a dict: `word_memory` C [B,P,T,D], `paragraph_memory`
         Φ [B,P,D] (ranking encoding added, Eq. 6; what `AttentionPredictor`
-        reads), `token_mask` bool [B,P,T] and `paragraph_mask` bool [B,P].
+        reads), `token_mask` bool [B,P,T] and `paragraph_mask` bool [B,P];
+        with `pointer_generator`, also `source_ids` int [B,P,T].
         """
         tokens, token_mask, paragraph_mask = self._source_masks(inputs)
         batch, paragraphs, length = (
@@ -258,12 +279,15 @@ class ParallelHierarchicalTransformer(Summarizer):
         phi = phi + self.rank_encoding(phi)
         for layer in self.paragraph_encoder_layers:
             phi = layer(phi, padding_mask=paragraph_mask, training=training)
-        return {
+        memory = {
             "word_memory": words,
             "paragraph_memory": phi,
             "token_mask": token_mask,
             "paragraph_mask": paragraph_mask,
         }
+        if self.pointer_generator:
+            memory["source_ids"] = ops.cast(tokens, "int32")
+        return memory
 
     # ------------------------------------------------------------------ decoder
     def _embed_target(self, decoder_tokens, start_index=0, training=False):
@@ -275,6 +299,27 @@ class ParallelHierarchicalTransformer(Summarizer):
     def _logits(self, hidden):
         return ops.cast(self.token_embedding(hidden, reverse=True), "float32")
 
+    def _outputs(self, hidden, decoder_inputs, memory, paragraph_attention):
+        """Logits [B,S,V], or copy-mixed log-probabilities.
+
+        `paragraph_attention` [B,S,P] is the last decoder layer's A_para.
+        """
+        logits = self._logits(hidden)
+        if not self.pointer_generator:
+            return logits
+        log_probabilities, _, _ = copy_log_probabilities(
+            self,
+            logits,
+            hidden,
+            decoder_inputs,
+            memory["word_memory"],
+            memory["source_ids"],
+            memory["token_mask"],
+            paragraph_weights=paragraph_attention,
+            keys=memory.get("copy_keys"),
+        )
+        return log_probabilities
+
     def decode_with_attention(self, decoder_tokens, memory, training=False):
         """Teacher-forced decoder that also returns the paragraph attention.
 
@@ -285,9 +330,11 @@ class ParallelHierarchicalTransformer(Summarizer):
 
         Returns:
             `(logits float32 [B,S,V], attention float32 [B,L,S,P])`, the
-            attention being every decoder layer's head-averaged A_para.
+            attention being every decoder layer's head-averaged A_para
+            (log-probabilities instead of logits with `pointer_generator`).
         """
         y = self._embed_target(decoder_tokens, training=training)
+        decoder_inputs = y
         target_mask = decoder_padding_mask(decoder_tokens, self.pad_id)
         attentions = []
         for layer in self.decoder_layers:
@@ -301,7 +348,8 @@ class ParallelHierarchicalTransformer(Summarizer):
                 training=training,
             )
             attentions.append(ops.cast(attention, "float32"))
-        return self._logits(y), ops.stack(attentions, axis=1)
+        outputs = self._outputs(y, decoder_inputs, memory, attentions[-1])
+        return outputs, ops.stack(attentions, axis=1)
 
     def decode(self, decoder_tokens, memory, inputs=None, training=False):
         logits, _ = self.decode_with_attention(
@@ -326,8 +374,17 @@ class ParallelHierarchicalTransformer(Summarizer):
 
     # ----------------------------------------------------------------- decoding
     def initial_cache(self, memory, max_length):
-        """`(memory, {"self_caches": zeros [B,L,2,max_length,H,Dh]})`."""
+        """`(memory, {"self_caches": zeros [B,L,2,max_length,H,Dh]})`.
+
+        With `pointer_generator` the memory also keeps the copy keys
+        (`copy_keys` [B,P,T,D], projected once).
+        """
         batch = ops.shape(memory["paragraph_memory"])[0]
+        memory = dict(memory)
+        if self.pointer_generator:
+            memory["copy_keys"] = self.copy_attention.project_keys(
+                memory["word_memory"]
+            )
         state = {
             "self_caches": ops.zeros(
                 (
@@ -352,6 +409,7 @@ class ParallelHierarchicalTransformer(Summarizer):
         """
         static, state = cache
         y = self._embed_target(ops.expand_dims(ids, 1), start_index=index)
+        decoder_inputs = y
         caches = state["self_caches"]
         updated = []
         attention_sum = None
@@ -366,11 +424,12 @@ class ParallelHierarchicalTransformer(Summarizer):
                 self_attention_cache_update_index=index,
             )
             updated.append(layer_cache)
-            attention = ops.cast(attention[:, 0], "float32")
+            last_attention = ops.cast(attention, "float32")
+            attention = last_attention[:, 0]
             attention_sum = (
                 attention if attention_sum is None else attention_sum + attention
             )
-        logits = self._logits(y)[:, 0]
+        logits = self._outputs(y, decoder_inputs, static, last_attention)[:, 0]
         new_state = {"self_caches": ops.stack(updated, axis=1)}
         return logits, (static, new_state), {"paragraph_attention": attention_sum}
 
@@ -388,6 +447,7 @@ class ParallelHierarchicalTransformer(Summarizer):
                 "dropout": self.dropout,
                 "tie_embeddings": self.tie_embeddings,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
+                "pointer_generator": self.pointer_generator,
             }
         )
         return config

@@ -164,3 +164,73 @@ def test_memorizes_eight_real_examples(vocabulary, real_examples):
     model = recipe.build_model(config.replace(dropout=0.0), vocabulary.vocabulary_size)
     accuracy = memorize(model, inputs, labels, weights, epochs=60, batch_size=8)
     assert accuracy >= 0.95, accuracy
+
+
+# ------------------------------------------------ pointer-generator copying
+
+
+def _with_switch_bias(model, bias):
+    """Forces p_gen ≈ sigmoid(bias) (the gate's other weights zeroed)."""
+    switch = model.copy_switch
+    for dense in (switch.context_gate, switch.state_gate, switch.input_gate):
+        dense.kernel.assign(np.zeros(dense.kernel.shape, "float32"))
+    switch.context_gate.bias.assign(np.full((1,), bias, "float32"))
+
+
+def test_copy_step_equals_teacher_forcing():
+    model = small_model(pointer_generator=True)
+    inputs = random_inputs(seed=3)
+    assert_step_matches_call(model, inputs)
+    assert_step_matches_call_in_graph(model, inputs)
+
+
+def test_copy_outputs_are_a_distribution_between_its_two_limits():
+    inputs = random_inputs(seed=4)
+    model = small_model(pointer_generator=True)
+    log_probs = to_numpy(model(inputs))
+    np.testing.assert_allclose(np.exp(log_probs).sum(-1), 1.0, atol=1e-5)
+
+    # p_gen = 1: exactly the plain PHT with the same weights.
+    plain = small_model()
+    plain(inputs)
+    weights = {w.path.split("/", 1)[1]: w for w in model.weights}
+    for w in plain.weights:
+        w.assign(weights[w.path.split("/", 1)[1]])
+    _with_switch_bias(model, 40.0)
+    logits = to_numpy(plain(inputs)).astype("float64")
+    expected = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) - logits.max(-1, keepdims=True)
+    np.testing.assert_allclose(to_numpy(model(inputs)), expected, atol=1e-4)
+
+    # p_gen = 0: all mass on the ids of real source tokens, split as the
+    # hierarchical copy attention says (last layer's A_para x per-paragraph
+    # softmax, summed over the positions holding each id).
+    _with_switch_bias(model, -40.0)
+    probs = np.exp(to_numpy(model(inputs)).astype("float64"))
+    memory = model.encode(inputs)
+    _, attention = model.decode_with_attention(inputs["decoder_tokens"], memory)
+    last = to_numpy(attention)[:, -1]  # [B,S,P], last layer's A_para
+    checked = 0
+    for b in range(2):
+        real_ids = set(inputs["tokens"][b][inputs["token_mask"][b]].tolist())
+        elsewhere = [i for i in range(VOCABULARY) if i not in real_ids]
+        assert probs[b][:, elsewhere].max() < 1e-9
+        np.testing.assert_allclose(probs[b][:, sorted(real_ids)].sum(-1), 1.0, atol=1e-5)
+        # A paragraph's tokens get that paragraph's A_para in total: with
+        # ids unique to one paragraph, their copy mass adds up to it.
+        for p in range(3):
+            ids = inputs["tokens"][b, p][inputs["token_mask"][b, p]]
+            others = inputs["tokens"][b][inputs["token_mask"][b]]
+            if len(ids) and all((others == i).sum() == (ids == i).sum() for i in ids):
+                np.testing.assert_allclose(
+                    probs[b][:, np.unique(ids)].sum(-1), last[b, :, p], atol=1e-5
+                )
+                checked += 1
+    assert checked >= 2
+
+
+def test_copy_save_reload(tmp_path):
+    model = small_model(pointer_generator=True)
+    inputs = random_inputs()
+    model(inputs)
+    restored = assert_save_reload(model, inputs, tmp_path)
+    assert restored.get_config()["pointer_generator"] is True
