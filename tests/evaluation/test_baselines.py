@@ -213,15 +213,29 @@ def test_lead3_equals_m0_where_the_extracts_agree(summeval):
             assert a == b
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="our Lead-3 scores 41.24 / 19.12 / 37.25: it differs from the stored M0 "
-    "extracts on 26 of 100 articles (sentence splitting of the source articles)",
-)
-def test_our_lead3_reproduces_published_m0_figures(summeval):
-    *_, mean = summeval
-    for metric, published in (("rouge1", 42.00), ("rouge2", 19.37), ("rougeLsum", 38.12)):
-        assert 100 * mean[metric]["f1"] == pytest.approx(published, abs=0.01)
+def test_our_lead3_differs_from_published_m0_only_through_its_extracts(summeval):
+    # The published figures (42.00 / 19.37 / 38.12) are M0's. Our Lead-3
+    # scores 41.24 / 19.12 / 37.25: identical to M0 on the 74 articles whose
+    # extracts agree (previous tests), so the whole gap comes from the 26
+    # where the source sentences were split differently. Swapping M0's
+    # outputs in on those 26 articles gives M0's corpus R1/R2 exactly (Lsum
+    # also depends on how M0's lower-cased text is split into lines).
+    records, examples, ours, mean = summeval
+    metrics = ("rouge1", "rouge2")
+    split = rouge.split_at_terminal_tokens
+    per_ours, _ = rouge.score_corpus(ours, [e.summary for e in examples], metrics=metrics)
+    m0 = [r["system_summaries"]["M0"] for r in records]
+    per_m0, m0_mean = rouge.score_corpus(
+        m0, [r["summary"] for r in records], metrics=metrics, sentence_splitter=split
+    )
+    agree = [_normalised(o) == _normalised(m) for o, m in zip(ours, m0)]
+    for metric in metrics:
+        mixed = [
+            (a if same else b)[metric]["f1"] for a, b, same in zip(per_ours, per_m0, agree)
+        ]
+        assert np.mean(mixed) == pytest.approx(m0_mean[metric]["f1"], abs=1e-12)
+    gap = {m: 100 * (m0_mean[m]["f1"] - mean[m]["f1"]) for m in metrics}
+    assert 0.5 < gap["rouge1"] < 1.0 and 0.1 < gap["rouge2"] < 0.5, gap
 
 
 def test_our_lead3_corpus_score(summeval):

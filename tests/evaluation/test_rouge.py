@@ -171,16 +171,14 @@ def test_bootstrap_rejects_bad_arguments():
 # 19.37 / 38.12 R1/R2/RLsum (rouge-score, stemming, original highlight only,
 # sentences on separate lines for Lsum), computed from the file itself."
 PUBLISHED = {"rouge1": 42.00, "rouge2": 19.37, "rougeLsum": 38.12}
-# The mean over the 100 examples of the stored M0 outputs is 41.995 / 19.359
-# / 38.088 (M0's lower-cased text split at terminal punctuation). R2 and
-# RLsum sit 0.011 and 0.032 above the mean; rouge-score's BootstrapAggregator
-# "mid" (the median of 1,000 unseeded resampled means, sd ~0.04 here) lands
-# within that distance of the mean, which is the likely source of the figures.
-MEAN_NOT_PUBLISHED = pytest.mark.xfail(
-    strict=True,
-    reason="the corpus mean is 19.359 (R2) / 38.088 (RLsum): 0.011 / 0.032 from "
-    "the README's figure, which looks like an unseeded bootstrap median",
-)
+# The plain mean over the 100 examples of the stored M0 outputs is 41.995 /
+# 19.359 / 38.088 (M0's lower-cased text split at terminal punctuation),
+# 0.005, 0.011 and 0.032 below the published figures. rouge-score's own `BootstrapAggregator` reports the median ("mid")
+# of 1,000 resampled means drawn from numpy's unseeded global generator; its
+# run-to-run spread here is about 0.04, which covers both gaps (checked
+# below by running the aggregator itself). No variant of the mean (other
+# sentence splits for Lsum, no stemming, F1 of mean P/R, all 11 references)
+# gives the published figures.
 
 
 def _summeval_records():
@@ -218,14 +216,51 @@ def test_m0_corpus_score_equals_a_rouge_score_loop(m0_scores):
         )
 
 
-@pytest.mark.parametrize(
-    "metric",
-    ["rouge1", pytest.param("rouge2", marks=MEAN_NOT_PUBLISHED),
-     pytest.param("rougeLsum", marks=MEAN_NOT_PUBLISHED)],
-)
-def test_m0_stored_outputs_reproduce_published_figure(m0_scores, metric):
+def test_m0_stored_outputs_reproduce_published_figures(m0_scores):
     _, mean = m0_scores
-    assert 100 * mean[metric]["f1"] == pytest.approx(PUBLISHED[metric], abs=0.01)
+    # The published figures are rouge-score BootstrapAggregator "mid"
+    # values, which scatter around the mean (next test): the mean is within
+    # 0.05 of each of them, 0.005 / 0.011 / 0.032 below.
+    assert 100 * mean["rouge1"]["f1"] == pytest.approx(41.995, abs=0.0005)
+    assert 100 * mean["rouge2"]["f1"] == pytest.approx(19.359, abs=0.0005)
+    assert 100 * mean["rougeLsum"]["f1"] == pytest.approx(38.088, abs=0.0005)
+    for metric, published in PUBLISHED.items():
+        assert abs(100 * mean[metric]["f1"] - published) < 0.05, metric
+
+
+def test_rouge_score_bootstrap_aggregator_reports_the_published_figures():
+    # rouge-score's documented way to report a corpus: add every example's
+    # scores to a BootstrapAggregator and print `mid`. Run it on the stored
+    # M0 outputs under 60 seeds of numpy's global generator (which it uses):
+    # every published figure lies inside the spread of the mids it reports.
+    from rouge_score import scoring
+
+    records = _summeval_records()
+    split = rouge.split_at_terminal_tokens
+    scorer = rouge_scorer.RougeScorer(list(PUBLISHED), use_stemmer=True)
+    scores = [
+        scorer.score(
+            "\n".join(split(r["summary"])), "\n".join(split(r["system_summaries"]["M0"]))
+        )
+        for r in records
+    ]
+    state = np.random.get_state()
+    mids = {metric: [] for metric in PUBLISHED}
+    try:
+        for seed in range(60):
+            np.random.seed(seed)
+            aggregator = scoring.BootstrapAggregator()
+            for score in scores:
+                aggregator.add_scores(score)
+            for metric, value in aggregator.aggregate().items():
+                mids[metric].append(100 * value.mid.fmeasure)
+    finally:
+        np.random.set_state(state)
+    for metric, published in PUBLISHED.items():
+        values = np.array(mids[metric])
+        assert values.min() < published < values.max(), (metric, values.min(), values.max())
+        # ... and not in a tail: within 2 standard deviations of their mean.
+        assert abs(published - values.mean()) < 2 * values.std(), metric
 
 
 def test_published_figures_lie_inside_the_m0_bootstrap_interval(m0_scores):
