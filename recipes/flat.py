@@ -16,7 +16,12 @@ DEFAULT_DATASET = "qmsum_goldspan"
 
 @dataclasses.dataclass(frozen=True)
 class Config(RecipeConfig):
-    """FlatTransformer sizes (see `recipes.base.RecipeConfig` for the rest)."""
+    """FlatTransformer sizes (see `recipes.base.RecipeConfig` for the rest).
+
+    Attributes:
+        pointer_generator: add the copy mechanism over the source tokens
+            (`keras_hsum.models.copying`).
+    """
 
     dataset: str = DEFAULT_DATASET
     hidden_dim: int = 256
@@ -27,6 +32,7 @@ class Config(RecipeConfig):
     dropout: float = 0.1
     max_source_length: int = 800
     max_target_length: int = 100
+    pointer_generator: bool = False
 
 
 CONFIGS = {
@@ -71,6 +77,7 @@ def build_model(config, vocabulary_size):
         num_encoder_layers=config.num_encoder_layers,
         num_decoder_layers=config.num_decoder_layers,
         dropout=config.dropout,
+        pointer_generator=config.pointer_generator,
         name="flat_transformer",
     )
 

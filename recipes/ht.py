@@ -30,6 +30,8 @@ class Config(RecipeConfig):
         paragraph_length: T, tokens per paragraph (100 in HT).
         graph_kind: None, "similarity" or "discourse".
         graph_heads: global-attention heads that follow the graph.
+        pointer_generator: add the copy mechanism (not in the paper; see
+            `keras_hsum.models.copying`).
     """
 
     dataset: str = DEFAULT_DATASET
@@ -45,6 +47,7 @@ class Config(RecipeConfig):
     max_target_length: int = 400
     graph_kind: str | None = None
     graph_heads: tuple = ()
+    pointer_generator: bool = False
 
     def __post_init__(self):
         if self.graph_kind not in (None, "similarity", "discourse"):
@@ -103,6 +106,7 @@ def build_model(config, vocabulary_size):
         num_decoder_layers=config.num_decoder_layers,
         graph_heads=list(config.graph_heads) or None,
         dropout=config.dropout,
+        pointer_generator=config.pointer_generator,
         name="hierarchical_transformer",
     )
 

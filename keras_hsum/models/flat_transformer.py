@@ -7,6 +7,7 @@ from keras import ops
 from keras_hub.layers import SinePositionEncoding
 from keras_hub.layers import TransformerEncoder
 
+from keras_hsum.models.copying import make_copy_layers
 from keras_hsum.models.summarizer import optional_mask
 from keras_hsum.models.summarizer import required
 from keras_hsum.models.transformer_summary_decoder import FlatMemorySummarizer
@@ -33,6 +34,8 @@ class FlatTransformer(FlatMemorySummarizer):
         num_encoder_layers, num_decoder_layers: depths.
         dropout: dropout rate.
         tie_embeddings: tie the output projection to the embedding.
+        pointer_generator: add the copy mechanism over the N source tokens
+            (`keras_hsum.models.copying`; default False).
         pad_id, bos_id, eos_id: special ids.
 
     Inputs (dict):
@@ -41,7 +44,7 @@ class FlatTransformer(FlatMemorySummarizer):
         decoder_tokens: int [B,S] (teacher forcing).
 
     Returns (call):
-        float32 logits [B,S,V].
+        float32 logits [B,S,V] (log-probabilities with `pointer_generator`).
 
     Decoding aux: `{"paragraph_attention": zeros [B,1]}` (no paragraphs).
 
@@ -60,9 +63,11 @@ class FlatTransformer(FlatMemorySummarizer):
         num_decoder_layers=6,
         dropout=0.1,
         tie_embeddings=True,
+        pointer_generator=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.pointer_generator = bool(pointer_generator)
         self.vocabulary_size = vocabulary_size
         self.hidden_dim = hidden_dim
         self.num_heads = num_heads
@@ -88,6 +93,10 @@ class FlatTransformer(FlatMemorySummarizer):
         self.source_dropout = keras.layers.Dropout(
             dropout, dtype=self.dtype_policy, name="source_dropout"
         )
+        if self.pointer_generator:
+            self.copy_attention, self.copy_switch = make_copy_layers(
+                self, vocabulary_size
+            )
         self.encoder_layers = [
             TransformerEncoder(
                 intermediate_dim=intermediate_dim,
@@ -101,7 +110,8 @@ class FlatTransformer(FlatMemorySummarizer):
         ]
 
     def encode(self, inputs, training=False):
-        """Returns `{"memory": [B,N,D], "memory_mask": bool [B,N]}`."""
+        """Returns `{"memory": [B,N,D], "memory_mask": bool [B,N]}` (and
+        `"source_ids"` int [B,N] with `pointer_generator`)."""
         tokens = required(self, inputs, "tokens", "int [B,N] or [B,P,T]")
         mask = optional_mask(inputs, "token_mask", tokens)
         if "token_mask" not in inputs:
@@ -120,7 +130,10 @@ class FlatTransformer(FlatMemorySummarizer):
         x = self.source_dropout(x, training=training)
         for layer in self.encoder_layers:
             x = layer(x, padding_mask=mask, training=training)
-        return {"memory": x, "memory_mask": mask}
+        memory = {"memory": x, "memory_mask": mask}
+        if self.pointer_generator:
+            memory["source_ids"] = ops.cast(tokens, "int32")
+        return memory
 
     def step_aux(self, static):
         batch = ops.shape(static["memory"])[0]
@@ -138,6 +151,7 @@ class FlatTransformer(FlatMemorySummarizer):
                 "num_decoder_layers": self.num_decoder_layers,
                 "dropout": self.dropout,
                 "tie_embeddings": self.tie_embeddings,
+                "pointer_generator": self.pointer_generator,
             }
         )
         return config

@@ -12,6 +12,7 @@ from keras_hsum.layers.hierarchical_position_encoding import (
 )
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import masked_softmax
+from keras_hsum.models.copying import make_copy_layers
 from keras_hsum.models.summarizer import required
 from keras_hsum.models.transformer_summary_decoder import FlatMemorySummarizer
 from keras_hsum.models.transformer_summary_decoder import TransformerSummaryDecoder
@@ -56,6 +57,9 @@ class HierarchicalTransformer(FlatMemorySummarizer):
             follow the input `graph` (when one is given).
         dropout: dropout rate.
         tie_embeddings: tie the output projection to the embedding.
+        pointer_generator: add the copy mechanism over the P·T memory
+            tokens (not in the paper; `keras_hsum.models.copying`; default
+            False).
         pad_id, bos_id, eos_id: special ids.
 
     Inputs (dict):
@@ -67,7 +71,7 @@ class HierarchicalTransformer(FlatMemorySummarizer):
         decoder_tokens: int [B,S] (teacher forcing).
 
     Returns (call):
-        float32 logits [B,S,V].
+        float32 logits [B,S,V] (log-probabilities with `pointer_generator`).
 
     Decoding aux: `{"paragraph_attention": float32 [B,P]}`, the last
     decoder layer's cross-attention probabilities, averaged over heads and
@@ -90,6 +94,7 @@ class HierarchicalTransformer(FlatMemorySummarizer):
         graph_heads=None,
         dropout=0.1,
         tie_embeddings=True,
+        pointer_generator=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -124,6 +129,7 @@ class HierarchicalTransformer(FlatMemorySummarizer):
         self.graph_heads = graph_heads
         self.dropout = dropout
         self.tie_embeddings = tie_embeddings
+        self.pointer_generator = bool(pointer_generator)
         self.decoder = TransformerSummaryDecoder(
             vocabulary_size=vocabulary_size,
             hidden_dim=hidden_dim,
@@ -148,6 +154,10 @@ class HierarchicalTransformer(FlatMemorySummarizer):
         self.source_dropout = keras.layers.Dropout(
             dropout, dtype=self.dtype_policy, name="source_dropout"
         )
+        if self.pointer_generator:
+            self.copy_attention, self.copy_switch = make_copy_layers(
+                self, vocabulary_size
+            )
         self.encoder_layers = []
         for i, kind in enumerate(layer_schedule):
             if kind == LOCAL:
@@ -191,7 +201,8 @@ class HierarchicalTransformer(FlatMemorySummarizer):
 
     def encode(self, inputs, training=False):
         """Returns `{"memory": [B,P·T,D], "memory_mask": bool [B,P·T],
-        "paragraph_mask": bool [B,P]}`."""
+        "paragraph_mask": bool [B,P]}` (and `"source_ids"` int [B,P·T] with
+        `pointer_generator`)."""
         tokens = required(self, inputs, "tokens", "int [B,P,T]")
         tokens = ops.convert_to_tensor(tokens)
         token_mask, paragraph_mask = self._masks(inputs, tokens)
@@ -222,11 +233,16 @@ class HierarchicalTransformer(FlatMemorySummarizer):
                 flat = ops.reshape(x, (batch * paragraphs, length, self.hidden_dim))
                 flat = layer(flat, padding_mask=flat_mask, training=training)
                 x = ops.reshape(flat, (batch, paragraphs, length, self.hidden_dim))
-        return {
+        memory = {
             "memory": ops.reshape(x, (batch, paragraphs * length, self.hidden_dim)),
             "memory_mask": ops.reshape(token_mask, (batch, paragraphs * length)),
             "paragraph_mask": paragraph_mask,
         }
+        if self.pointer_generator:
+            memory["source_ids"] = ops.reshape(
+                ops.cast(tokens, "int32"), (batch, paragraphs * length)
+            )
+        return memory
 
     def _cross_attention_query(self, layer, x, self_cache, index):
         """The input of `layer`'s cross-attention at one cached step: the
@@ -266,6 +282,7 @@ class HierarchicalTransformer(FlatMemorySummarizer):
         static, state = cache
         memory, memory_mask = static["memory"], static["memory_mask"]
         x = self.decoder.embed(ops.expand_dims(ids, 1), start_index=index)
+        decoder_inputs = x
         last = len(self.decoder.decoder_layers) - 1
         updated = []
         for i, layer in enumerate(self.decoder.decoder_layers):
@@ -291,7 +308,7 @@ class HierarchicalTransformer(FlatMemorySummarizer):
                 cross_attention_cache_update_index=None,
             )
             updated.append(self_cache)
-        logits = self.decoder.logits(x)[:, 0]
+        logits = self._outputs(x, decoder_inputs, static)[:, 0]
         aux = {"paragraph_attention": paragraph_attention}
         return logits, (static, {"self_caches": ops.stack(updated, axis=1)}), aux
 
@@ -308,6 +325,7 @@ class HierarchicalTransformer(FlatMemorySummarizer):
                 "graph_heads": self.graph_heads,
                 "dropout": self.dropout,
                 "tie_embeddings": self.tie_embeddings,
+                "pointer_generator": self.pointer_generator,
             }
         )
         return config

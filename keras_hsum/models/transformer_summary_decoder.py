@@ -9,6 +9,7 @@ from keras_hub.layers import SinePositionEncoding
 from keras_hub.layers import TransformerDecoder
 
 from keras_hsum.layers.masking import as_bool_mask
+from keras_hsum.models.copying import copy_log_probabilities
 from keras_hsum.models.summarizer import Summarizer
 from keras_hsum.models.summarizer import decoder_padding_mask
 
@@ -133,7 +134,27 @@ class TransformerSummaryDecoder(keras.layers.Layer):
         decoder_padding_mask=None,
         training=False,
     ):
+        _, hidden = self.states(
+            decoder_tokens,
+            memory,
+            memory_mask=memory_mask,
+            decoder_padding_mask=decoder_padding_mask,
+            training=training,
+        )
+        return self.logits(hidden)
+
+    def states(
+        self,
+        decoder_tokens,
+        memory,
+        memory_mask=None,
+        decoder_padding_mask=None,
+        training=False,
+    ):
+        """`(embedded inputs [B,S,D], final hidden states [B,S,D])` of the
+        teacher-forced decoder (what a pointer-generator switch reads)."""
         x = self.embed(decoder_tokens, training=training)
+        inputs = x
         memory_mask = None if memory_mask is None else as_bool_mask(memory_mask)
         for layer in self.decoder_layers:
             x = layer(
@@ -143,7 +164,7 @@ class TransformerSummaryDecoder(keras.layers.Layer):
                 encoder_padding_mask=memory_mask,
                 training=training,
             )
-        return self.logits(x)
+        return inputs, x
 
     def cross_attention_caches(self, memory):
         """float [B,L,2,M,H,Dh]: every layer's cross-attention keys and values."""
@@ -232,21 +253,55 @@ class FlatMemorySummarizer(Summarizer):
     (the per-step aux dict, from the static part of the cache). Teacher
     forcing, the caches (cross-attention keys/values projected once; self-
     attention preallocated) and the cached step are shared here.
+
+    Copying: a subclass that sets `self.pointer_generator = True`, builds
+    `self.copy_attention, self.copy_switch = make_copy_layers(self, V)` and
+    adds `"source_ids"` int [B,M] to its `encode` output gets a
+    pointer-generator over the whole memory (one softmax over its M real
+    tokens; `keras_hsum.models.copying`): `decode` and `step` then return
+    log-probabilities instead of logits.
     """
 
+    pointer_generator = False
+
+    def _outputs(self, hidden, decoder_inputs, memory):
+        """Vocabulary logits [B,S,V], or the copy-mixed log-probabilities."""
+        logits = self.decoder.logits(hidden)
+        if not self.pointer_generator:
+            return logits
+        log_probabilities, _, _ = copy_log_probabilities(
+            self,
+            logits,
+            hidden,
+            decoder_inputs,
+            memory["memory"][:, None],
+            memory["source_ids"][:, None],
+            memory["memory_mask"][:, None],
+            keys=memory.get("copy_keys"),
+        )
+        return log_probabilities
+
     def decode(self, decoder_tokens, memory, inputs=None, training=False):
-        return self.decoder(
+        decoder_inputs, hidden = self.decoder.states(
             decoder_tokens,
             memory["memory"],
             memory_mask=memory["memory_mask"],
             decoder_padding_mask=decoder_padding_mask(decoder_tokens, self.pad_id),
             training=training,
         )
+        return self._outputs(hidden, decoder_inputs, memory)
 
     def initial_cache(self, memory, max_length):
+        """`(static, state)`: the memory plus every layer's cross-attention
+        keys/values (and, when copying, the copy keys [B,1,M,D]); zeroed
+        self-attention caches [B,L,2,max_length,H,Dh]."""
         batch = ops.shape(memory["memory"])[0]
         static = dict(memory)
         static["cross_caches"] = self.decoder.cross_attention_caches(memory["memory"])
+        if self.pointer_generator:
+            static["copy_keys"] = self.copy_attention.project_keys(
+                memory["memory"][:, None]
+            )
         state = {
             "self_caches": self.decoder.empty_self_attention_caches(batch, max_length)
         }
@@ -254,14 +309,21 @@ class FlatMemorySummarizer(Summarizer):
 
     def step(self, ids, index, cache):
         static, state = cache
-        _, logits, self_caches = self.decoder.call_cached(
-            ops.expand_dims(ids, 1),
+        tokens = ops.expand_dims(ids, 1)
+        hidden, _, self_caches = self.decoder.call_cached(
+            tokens,
             index,
             static["memory"],
             state["self_caches"],
             static["cross_caches"],
             memory_mask=static["memory_mask"],
         )
+        decoder_inputs = (
+            self.decoder.embed(tokens, start_index=index)
+            if self.pointer_generator
+            else None
+        )
+        logits = self._outputs(hidden, decoder_inputs, static)
         return logits[:, 0], (static, {"self_caches": self_caches}), self.step_aux(static)
 
     def step_aux(self, static):

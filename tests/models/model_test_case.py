@@ -145,3 +145,50 @@ def real_batch(recipe, config, vocabulary, examples, count):
                                   max_examples=count)
     batch = next(iter(dataset))
     return _tree_map(lambda t: t.numpy(), batch)
+
+
+# ------------------------------------------------ pointer-generator copying
+
+
+def with_switch_bias(model, bias):
+    """Forces the copy switch's p_gen ≈ sigmoid(bias) (its other weights zeroed)."""
+    switch = model.copy_switch
+    for dense in (switch.context_gate, switch.state_gate, switch.input_gate):
+        dense.kernel.assign(np.zeros(dense.kernel.shape, "float32"))
+    switch.context_gate.bias.assign(np.full((1,), bias, "float32"))
+
+
+def assert_copy_limits(model, plain, inputs, vocabulary_size, source_ids=None):
+    """The pointer-generator output between its two limits.
+
+    `model` has `pointer_generator=True`, `plain` is the same architecture
+    without it. Checks: the output is a distribution; p_gen → 1 gives exactly
+    `plain`'s log-softmax when it holds the same weights; p_gen → 0 puts all
+    mass on the ids of real (unmasked) source tokens. Returns the p_gen → 0
+    probabilities float64 [B,S,V].
+    """
+    log_probs = to_numpy(model(inputs))
+    np.testing.assert_allclose(np.exp(log_probs).sum(-1), 1.0, atol=1e-5)
+
+    plain(inputs)
+    weights = {w.path.split("/", 1)[1]: w for w in model.weights}
+    for w in plain.weights:
+        w.assign(weights[w.path.split("/", 1)[1]])
+    with_switch_bias(model, 40.0)
+    logits = to_numpy(plain(inputs)).astype("float64")
+    shifted = logits - logits.max(-1, keepdims=True)
+    expected = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+    np.testing.assert_allclose(to_numpy(model(inputs)), expected, atol=1e-4)
+
+    with_switch_bias(model, -40.0)
+    probs = np.exp(to_numpy(model(inputs)).astype("float64"))
+    tokens = np.asarray(inputs["tokens"])
+    mask = np.asarray(inputs["token_mask"])
+    if "paragraph_mask" in inputs and tokens.ndim == 3:
+        mask = mask & np.asarray(inputs["paragraph_mask"])[:, :, None]
+    for b in range(tokens.shape[0]):
+        real_ids = set(tokens[b][mask[b]].tolist())
+        elsewhere = [i for i in range(vocabulary_size) if i not in real_ids]
+        assert probs[b][:, elsewhere].max() < 1e-9
+        np.testing.assert_allclose(probs[b][:, sorted(real_ids)].sum(-1), 1.0, atol=1e-5)
+    return probs

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from keras_hsum.models.hierarchical_transformer import HierarchicalTransformer
+from model_test_case import assert_copy_limits
 from model_test_case import assert_save_reload
 from model_test_case import assert_step_matches_call
 from model_test_case import assert_step_matches_call_in_graph
@@ -194,3 +195,43 @@ def test_memorizes_eight_real_examples(vocabulary, real_examples):
     model = recipe.build_model(config, vocabulary.vocabulary_size)
     accuracy = memorize(model, inputs, labels, weights, epochs=80, batch_size=8)
     assert accuracy >= 0.95, accuracy
+
+
+# ------------------------------------------------ pointer-generator copying
+
+
+def _masked_paragraph_inputs():
+    """Unique source ids; example 1's last paragraph keeps its ids but is
+    masked out by `paragraph_mask`, so copying from it would be a bug."""
+    inputs = random_inputs(seed=6)
+    tokens = inputs["tokens"]
+    tokens[:] = np.arange(4, 4 + tokens[0].size).reshape(tokens.shape[1:])[None]
+    tokens[0, 1, 3:] = 0
+    inputs["token_mask"] = tokens != 0
+    inputs["paragraph_mask"] = inputs["token_mask"].any(-1)
+    inputs["paragraph_mask"][1, -1] = False
+    return inputs
+
+
+def test_copy_step_equals_teacher_forcing():
+    model = small_model(pointer_generator=True)
+    inputs = _masked_paragraph_inputs()
+    assert_step_matches_call(model, inputs)
+    assert_step_matches_call_in_graph(model, inputs)
+
+
+def test_copy_outputs_are_a_distribution_between_its_two_limits():
+    inputs = _masked_paragraph_inputs()
+    probs = assert_copy_limits(
+        small_model(pointer_generator=True), small_model(), inputs, 60
+    )
+    assert probs[1][:, inputs["tokens"][1, -1]].max() < 1e-9
+    assert probs[0][:, inputs["tokens"][0, -1]].min() > 0.0
+
+
+def test_copy_save_reload(tmp_path):
+    model = small_model(pointer_generator=True)
+    inputs = random_inputs()
+    model(inputs)
+    restored = assert_save_reload(model, inputs, tmp_path)
+    assert restored.get_config()["pointer_generator"] is True

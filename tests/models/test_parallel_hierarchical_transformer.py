@@ -15,6 +15,7 @@ from model_test_case import memorize
 from model_test_case import real_batch
 from model_test_case import real_positions
 from model_test_case import to_numpy
+from model_test_case import with_switch_bias
 
 VOCABULARY = 50
 
@@ -169,14 +170,6 @@ def test_memorizes_eight_real_examples(vocabulary, real_examples):
 # ------------------------------------------------ pointer-generator copying
 
 
-def _with_switch_bias(model, bias):
-    """Forces p_gen ≈ sigmoid(bias) (the gate's other weights zeroed)."""
-    switch = model.copy_switch
-    for dense in (switch.context_gate, switch.state_gate, switch.input_gate):
-        dense.kernel.assign(np.zeros(dense.kernel.shape, "float32"))
-    switch.context_gate.bias.assign(np.full((1,), bias, "float32"))
-
-
 def test_copy_step_equals_teacher_forcing():
     model = small_model(pointer_generator=True)
     inputs = random_inputs(seed=3)
@@ -196,7 +189,7 @@ def test_copy_outputs_are_a_distribution_between_its_two_limits():
     weights = {w.path.split("/", 1)[1]: w for w in model.weights}
     for w in plain.weights:
         w.assign(weights[w.path.split("/", 1)[1]])
-    _with_switch_bias(model, 40.0)
+    with_switch_bias(model, 40.0)
     logits = to_numpy(plain(inputs)).astype("float64")
     expected = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) - logits.max(-1, keepdims=True)
     np.testing.assert_allclose(to_numpy(model(inputs)), expected, atol=1e-4)
@@ -204,7 +197,7 @@ def test_copy_outputs_are_a_distribution_between_its_two_limits():
     # p_gen = 0: all mass on the ids of real source tokens, split as the
     # hierarchical copy attention says (last layer's A_para x per-paragraph
     # softmax, summed over the positions holding each id).
-    _with_switch_bias(model, -40.0)
+    with_switch_bias(model, -40.0)
     probs = np.exp(to_numpy(model(inputs)).astype("float64"))
     memory = model.encode(inputs)
     _, attention = model.decode_with_attention(inputs["decoder_tokens"], memory)
