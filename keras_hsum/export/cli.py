@@ -28,16 +28,25 @@ import sys
 
 RUN_CONFIG = "config.json"
 RUN_MODEL = "model.keras"
+# `keras-hsum train` writes the last weights to model.keras and the weights
+# of the best validation loss so far to best.keras.
+CHECKPOINTS = {"last": RUN_MODEL, "best": "best.keras"}
 RUN_VOCABULARY = "vocabulary.model"
 
 
 # ------------------------------------------------------------------- export
-def load_run(run):
+def load_run(run, checkpoint="last"):
     """`(recipe_name, recipe, config, model, vocabulary)` of a run folder.
 
+    Args:
+        run: a `keras-hsum train` output folder.
+        checkpoint: "last" (model.keras, the weights training ended with)
+            or "best" (best.keras, the lowest validation loss).
+
     Raises:
-        ValueError: the folder lacks config.json / model.keras /
-            vocabulary.model, or names an unknown recipe.
+        ValueError: the folder lacks config.json / the checkpoint /
+            vocabulary.model, names an unknown recipe, or `checkpoint` is
+            neither "last" nor "best".
     """
     import keras
 
@@ -45,23 +54,31 @@ def load_run(run):
     import recipes
     from keras_hsum.data.vocabulary import Vocabulary
 
+    if checkpoint not in CHECKPOINTS:
+        raise ValueError(
+            f"`checkpoint` must be one of {sorted(CHECKPOINTS)}, received "
+            f"{checkpoint!r}."
+        )
+    weights = CHECKPOINTS[checkpoint]
     run = os.fspath(run)
     missing = [
-        name for name in (RUN_CONFIG, RUN_MODEL, RUN_VOCABULARY)
+        name for name in (RUN_CONFIG, weights, RUN_VOCABULARY)
         if not os.path.isfile(os.path.join(run, name))
     ]
     if missing:
         raise ValueError(
             f"--run {run!r} must be a folder written by `keras-hsum train` "
-            f"holding {RUN_CONFIG}, {RUN_MODEL} and {RUN_VOCABULARY}; missing "
-            f"{missing}. Train the recipe first (or wait for it to finish)."
+            f"holding {RUN_CONFIG}, {weights} and {RUN_VOCABULARY}; missing "
+            f"{missing}. Train the recipe first (or wait for it to finish"
+            + ("; best.keras needs validation data" if checkpoint == "best" else "")
+            + ")."
         )
     with open(os.path.join(run, RUN_CONFIG)) as handle:
         resolved = json.load(handle)
     name = resolved.get("recipe")
     recipe = recipes.get(name)
     config = recipe.Config(**resolved.get("config", {}))
-    model = keras.models.load_model(os.path.join(run, RUN_MODEL), compile=False)
+    model = keras.models.load_model(os.path.join(run, weights), compile=False)
     vocabulary = Vocabulary.load(os.path.join(run, RUN_VOCABULARY))
     return name, recipe, config, model, vocabulary
 
@@ -108,7 +125,8 @@ def build_module(model, structurer, *, search=None, predictor=None, k=3,
 def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
                max_length=None, min_length=0, length_alpha=None, block_ngrams=0,
                block_recent=0, alignment_beta=0.8, serving_root="/models",
-               jit_compile=False, block_unknown=True, extract_sentences=None):
+               jit_compile=False, block_unknown=True, extract_sentences=None,
+               checkpoint="last"):
     """Exports a trained run as `<out>/<version>/` (see `keras-hsum export`).
 
     Args:
@@ -127,6 +145,8 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
         serving_root: models.config base paths (`<serving_root>/<name>`);
             None: absolute local paths.
         jit_compile: XLA-compile the encoder and search.
+        checkpoint: "last" (model.keras) or "best" (best.keras, the lowest
+            validation loss) weights of `run`.
 
     Returns:
         The version folder written.
@@ -135,7 +155,7 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
     from keras_hsum.export.serving import export_saved_model
     from keras_hsum.models import SHTE
 
-    name, recipe, config, model, vocabulary = load_run(run)
+    name, recipe, config, model, vocabulary = load_run(run, checkpoint)
     structurer, options = build_structurer(recipe, name, config, vocabulary)
     predictor = None
     if predictor_run is not None:
@@ -166,6 +186,7 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
         ),
         "model_class": type(model).__name__,
         "run": os.path.abspath(run),
+        "checkpoint": checkpoint,
         "predictor_run": os.path.abspath(predictor_run) if predictor_run else None,
         "structure_options": options,
         "search": None if isinstance(model, SHTE) else search.to_dict(),
@@ -187,6 +208,7 @@ def _export(args):
             serving_root=None if args.serving_root == "" else args.serving_root,
             jit_compile=args.jit_compile, block_unknown=not args.allow_unknown,
             extract_sentences=args.extract_sentences,
+            checkpoint=args.checkpoint,
         )
     except (ValueError, FileExistsError) as error:
         print(f"keras-hsum export: error: {error}", file=sys.stderr)
@@ -375,6 +397,11 @@ def add_parsers(subparsers):
         help="PHT only: a pht_predictor run; adds η̂ and attention alignment",
     )
     export.add_argument("--version", type=int, default=None, help="default: next number")
+    export.add_argument(
+        "--checkpoint", choices=sorted(CHECKPOINTS), default="last",
+        help="the run's last weights (model.keras) or its best validation "
+        "loss (best.keras)",
+    )
     export.add_argument("--beam-size", type=int, default=5, help="K (1: greedy)")
     export.add_argument(
         "--max-length", type=int, default=None,

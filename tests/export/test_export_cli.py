@@ -85,6 +85,7 @@ def test_export_writes_version_metadata_and_models_config(exported, pht_run):
     metadata = read_metadata(exported / "1")
     assert metadata["recipe"] == "pht" and metadata["kind"] == "summarizer"
     assert metadata["search"]["beam_size"] == 2
+    assert metadata["checkpoint"] == "last"
     assert metadata["search"]["max_length"] == 8  # max_target_length - 1
     assert metadata["structure_options"]["family"] == "paragraphs"
     config = (exported.parent / "models.config").read_text()
@@ -162,6 +163,32 @@ def test_export_errors_are_clear(tmp_path, capsys, pht_run):
     assert run_command("summarize", "--model", tmp_path / "nowhere",
                        tmp_path / "missing.txt") == 1
     assert "error" in capsys.readouterr().err
+
+
+def test_load_run_reads_the_best_checkpoint_when_asked(tmp_path, pht_run, capsys):
+    import shutil
+
+    import keras
+
+    from keras_hsum.export.cli import load_run
+
+    run = tmp_path / "run"
+    shutil.copytree(pht_run, run)
+    assert run_command("export", "--run", run, "--out", tmp_path / "out",
+                       "--checkpoint", "best") == 1
+    assert "best.keras" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="'last', 'best'|\\['best', 'last'\\]"):
+        load_run(run, "middle")
+    # best.keras: the same model with other weights.
+    model = keras.models.load_model(run / "model.keras", compile=False)
+    for weight in model.weights:
+        weight.assign(weight.numpy() + 1.0)
+    model.save(run / "best.keras")
+    last = load_run(run)[3]
+    best = load_run(run, "best")[3]
+    for w_last, w_best, w_saved in zip(last.weights, best.weights, model.weights):
+        np.testing.assert_array_equal(w_best.numpy(), w_saved.numpy())
+        np.testing.assert_array_equal(w_best.numpy(), w_last.numpy() + 1.0)
 
 
 def test_explain_without_matplotlib_says_how_to_install(monkeypatch):
