@@ -204,5 +204,6 @@ class EpochCheckpoint(keras.callbacks.Callback):
             self._save("best.keras")
             _atomic_write_json(
                 os.path.join(self.directory, "best.json"),
-                {"value": self.best, "epoch": epoch + 1, "monitor": self.monitor},
+                {"value": self.best, "epoch": epoch + 1, "monitor": self.monitor,
+                 "step": int(np.asarray(self.model.optimizer.iterations))},
             )

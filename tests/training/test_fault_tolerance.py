@@ -5,6 +5,7 @@ Runs the real command line in subprocesses on 64 real qmsum_goldspan
 examples (tiny config, dropout 0, a backup after every step).
 """
 
+import json
 import os
 import re
 import signal
@@ -84,6 +85,13 @@ def _check_complete(out, epochs):
     assert [e["epoch"] for e in entries] == list(range(1, epochs + 1))
     assert [e["step"] for e in entries] == [STEPS_PER_EPOCH * (i + 1) for i in range(epochs)]
     assert all(np.isfinite(e["loss"]) and np.isfinite(e["val_loss"]) for e in entries)
+    # best.json names the epoch (and its optimizer step) of the lowest
+    # validation loss in the history, across the resumed runs.
+    with open(os.path.join(out, "best.json")) as file:
+        best = json.load(file)
+    lowest = min(entries, key=lambda e: e["val_loss"])
+    assert (best["epoch"], best["step"]) == (lowest["epoch"], lowest["step"])
+    assert best["value"] == pytest.approx(lowest["val_loss"], rel=1e-6)
 
 
 @pytest.mark.slow  # three runs of the command line: minutes on 2 CPUs
