@@ -1,7 +1,9 @@
 """PHT's attention predictor (Ma & Zong §4.2.1), trained after PHT.
 
 The teacher is a trained PHT run folder (`teacher_run`), as written by the
-trainer: `model.keras` (the `ParallelHierarchicalTransformer`) and
+trainer: `model.keras` (the `ParallelHierarchicalTransformer`, its last
+weights; `best.keras`, its lowest validation loss, with
+`teacher_checkpoint="best"`: the weights the PHT is exported with) and
 `vocabulary.model` (its SentencePiece vocabulary). Each batch of ranked
 paragraphs goes through the frozen teacher once:
 
@@ -30,7 +32,7 @@ from recipes.base import RecipeConfig
 
 DEFAULT_DATASET = pht_recipe.DEFAULT_DATASET
 
-TEACHER_MODEL = "model.keras"
+TEACHER_MODELS = {"last": "model.keras", "best": "best.keras"}
 TEACHER_VOCABULARY = "vocabulary.model"
 
 
@@ -41,6 +43,9 @@ class Config(RecipeConfig):
     Attributes:
         teacher_run: folder of a trained PHT run with `model.keras` and
             `vocabulary.model` (required to build batches).
+        teacher_checkpoint: "last" (`model.keras`) or "best"
+            (`best.keras`): the teacher weights whose attention is learnt;
+            use the checkpoint the PHT is exported with.
         hidden_dim: the teacher's width D (Φ's width; also the Noam
             schedule's D); checked against the loaded teacher.
         num_heads, intermediate_dim, num_layers, dropout: the predictor's
@@ -54,6 +59,7 @@ class Config(RecipeConfig):
 
     dataset: str = DEFAULT_DATASET
     teacher_run: str | None = None
+    teacher_checkpoint: str = "last"
     hidden_dim: int = 256
     num_heads: int = 4
     intermediate_dim: int = 1024
@@ -113,12 +119,17 @@ def build_model(config, vocabulary_size):
     )
 
 
-def load_teacher(teacher_run):
+def load_teacher(teacher_run, checkpoint="last"):
     """`(pht_model, vocabulary)` from a trained PHT run folder.
 
+    Args:
+        teacher_run: the PHT run folder.
+        checkpoint: "last" (`model.keras`) or "best" (`best.keras`).
+
     Raises:
-        ValueError: `teacher_run` is None or lacks `model.keras` /
-            `vocabulary.model`, or its model is not a PHT.
+        ValueError: `teacher_run` is None or lacks the checkpoint /
+            `vocabulary.model`, `checkpoint` is unknown, or the model is
+            not a PHT.
     """
     from keras_hsum.data.vocabulary import Vocabulary
     from keras_hsum.models.parallel_hierarchical_transformer import (
@@ -132,23 +143,29 @@ def load_teacher(teacher_run):
             "Train `pht` first, then use config.replace(teacher_run=<run "
             "folder>) (CLI: --set teacher_run=<run folder>)."
         )
+    if checkpoint not in TEACHER_MODELS:
+        raise ValueError(
+            f"pht_predictor: teacher_checkpoint must be one of "
+            f"{sorted(TEACHER_MODELS)}, received {checkpoint!r}."
+        )
+    teacher_model = TEACHER_MODELS[checkpoint]
     teacher_run = os.fspath(teacher_run)
     missing = [
         name
-        for name in (TEACHER_MODEL, TEACHER_VOCABULARY)
+        for name in (teacher_model, TEACHER_VOCABULARY)
         if not os.path.isfile(os.path.join(teacher_run, name))
     ]
     if missing:
         raise ValueError(
             f"pht_predictor: the teacher run {teacher_run!r} must contain "
-            f"{TEACHER_MODEL} and {TEACHER_VOCABULARY}; missing {missing}. "
+            f"{teacher_model} and {TEACHER_VOCABULARY}; missing {missing}. "
             "Point `teacher_run` at the folder the trainer wrote for a "
             "finished `pht` run."
         )
-    teacher = keras.models.load_model(os.path.join(teacher_run, TEACHER_MODEL))
+    teacher = keras.models.load_model(os.path.join(teacher_run, teacher_model))
     if not isinstance(teacher, ParallelHierarchicalTransformer):
         raise ValueError(
-            f"pht_predictor: {teacher_run}/{TEACHER_MODEL} must be a "
+            f"pht_predictor: {teacher_run}/{teacher_model} must be a "
             f"ParallelHierarchicalTransformer, received "
             f"{type(teacher).__name__}. Point `teacher_run` at a `pht` run."
         )
@@ -172,7 +189,9 @@ def make_dataset(
         "paragraph_mask": bool [B,P]}, η float32 [B,P], weights float32
         [B,P])`.
     """
-    teacher, teacher_vocabulary = load_teacher(config.teacher_run)
+    teacher, teacher_vocabulary = load_teacher(
+        config.teacher_run, config.teacher_checkpoint
+    )
     del vocabulary  # η is defined for the teacher's tokenisation only.
     if teacher.hidden_dim != config.hidden_dim:
         raise ValueError(

@@ -290,9 +290,14 @@ class _HistoryWriter(keras.callbacks.Callback):
         entry = {"epoch": epoch + 1, "seconds": seconds}
         entry["step"] = int(self.model.optimizer.iterations.numpy())
         entry.update({key: float(value) for key, value in (logs or {}).items()})
-        self.history["epochs"] = [
-            e for e in self.history["epochs"] if e["epoch"] != epoch + 1
-        ] + [entry]
+        # Entries are keyed by step: an epoch a time budget cut short keeps
+        # its entry (`best.json` may point at it) when a resumed run
+        # completes that epoch under the same number.
+        self.history["epochs"] = sorted(
+            [e for e in self.history["epochs"] if e.get("step") != entry["step"]]
+            + [entry],
+            key=lambda e: (e.get("step", 0), e["epoch"]),
+        )
         path = os.path.join(self.out, "history.json")
         with open(f"{path}.tmp", "w") as file:
             json.dump(self.history, file, indent=1)

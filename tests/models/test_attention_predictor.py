@@ -132,6 +132,14 @@ def test_recipe_needs_a_teacher_run(tmp_path):
     with pytest.raises(ValueError, match="model.keras"):
         recipe.make_dataset(config.replace(teacher_run=str(tmp_path)), [], None,
                             training=False)
+    with pytest.raises(ValueError, match="best.keras"):
+        recipe.make_dataset(config.replace(teacher_run=str(tmp_path),
+                                           teacher_checkpoint="best"), [], None,
+                            training=False)
+    with pytest.raises(ValueError, match="teacher_checkpoint.*'middle'"):
+        recipe.make_dataset(config.replace(teacher_run=str(tmp_path),
+                                           teacher_checkpoint="middle"), [], None,
+                            training=False)
 
 
 @pytest.mark.tensorflow_only
@@ -163,6 +171,17 @@ def test_fits_eta_of_eight_real_examples(tmp_path, vocabulary, real_examples):
     np.testing.assert_allclose(
         eta, to_numpy(attention_labels(teacher, {
             **{k: v.numpy() for k, v in batch[0].items()}})), atol=1e-5)
+    # teacher_checkpoint="best": the labels come from best.keras (here the
+    # same teacher with other weights), not from model.keras.
+    for weight in teacher.weights:
+        weight.assign(weight.numpy() * 1.5)
+    teacher.save(os.path.join(tmp_path, "best.keras"))
+    _, best_eta, _ = next(iter(recipe.make_dataset(
+        config.replace(teacher_checkpoint="best"), examples, vocabulary, training=False)))
+    np.testing.assert_allclose(
+        best_eta.numpy(), to_numpy(attention_labels(teacher, {
+            **{k: v.numpy() for k, v in batch[0].items()}})), atol=1e-5)
+    assert np.abs(best_eta.numpy() - eta).max() > 1e-4
     real = weights > 0
     uniform = np.where(real, 1.0 / real.sum(-1, keepdims=True), 0.0)
     baseline = np.mean((uniform - eta)[real] ** 2)

@@ -162,6 +162,34 @@ def test_resume_refuses_another_config_but_trains_more_epochs(corpus, tmp_path):
     assert seconds[0] == first_seconds and seconds[1] > first_seconds
 
 
+def test_time_budget_stops_inside_an_epoch_and_a_resumed_run_completes_it(corpus, tmp_path):
+    data, vocabulary = corpus
+    out = new_run_folder(tmp_path / "budget", vocabulary)
+    # A budget of 0.06 s ends training after its first batch (TimeBudget
+    # checks after every batch); steps 1 of the 4 of epoch 1 are trained.
+    command = train_command(RECIPE, data, out, epochs=1, steps_per_epoch=STEPS_PER_EPOCH)
+    result = run(command + ["--max-minutes", "0.001"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "time budget reached" in result.stdout + result.stderr
+    [cut] = history(out)
+    assert cut["epoch"] == 1 and 1 <= cut["step"] < STEPS_PER_EPOCH
+    assert _backup_step(out) == cut["step"]
+
+    result = run(command)  # the same run, no budget: finishes epoch 1
+    assert result.returncode == 0, result.stderr[-3000:]
+    entries = history(out)
+    # The cut-short epoch keeps its entry beside the completed one, in
+    # step order, and the time adds up over both processes.
+    assert [(e["epoch"], e["step"]) for e in entries] == [
+        (1, cut["step"]), (1, STEPS_PER_EPOCH)]
+    assert entries[0] == cut and entries[1]["seconds"] > cut["seconds"]
+    with open(os.path.join(out, "best.json")) as file:
+        best = json.load(file)
+    lowest = min(entries, key=lambda e: e["val_loss"])
+    assert (best["epoch"], best["step"]) == (lowest["epoch"], lowest["step"])
+    assert optimizer_iterations(os.path.join(out, "backup", "backup.weights.h5")) == STEPS_PER_EPOCH
+
+
 def test_nan_loss_stops_with_the_step_and_keeps_the_last_good_backup(corpus, tmp_path):
     data, vocabulary = corpus
     out = new_run_folder(tmp_path / "nan", vocabulary)
