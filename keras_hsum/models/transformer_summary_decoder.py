@@ -282,6 +282,13 @@ class FlatMemorySummarizer(Summarizer):
         return log_probabilities
 
     def decode(self, decoder_tokens, memory, inputs=None, training=False):
+        if not self.decoder.built:
+            # The decoder is used through `states`/`logits`, never
+            # `__call__`, so Keras would not build it (and would warn that
+            # the model has unbuilt state when it builds the model).
+            self.decoder.build(
+                tuple(decoder_tokens.shape), tuple(memory["memory"].shape)
+            )
         decoder_inputs, hidden = self.decoder.states(
             decoder_tokens,
             memory["memory"],

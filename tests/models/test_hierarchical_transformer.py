@@ -56,6 +56,19 @@ def test_embeddings_are_tied():
     assert len(embeddings) == 1, [w.path for w in embeddings]
 
 
+def test_first_call_builds_every_child_without_warnings():
+    import warnings
+
+    model = small_model()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model(random_inputs())
+    # Keras warns "`build()` was called on layer ... unbuilt state" when a
+    # child layer (here the decoder, used through `states`) stays unbuilt.
+    assert not [str(w.message) for w in caught if "build()" in str(w.message)]
+    assert model.decoder.built and all(layer.built for layer in model._layers)
+
+
 def _layer_norm(x, layer):
     gamma, beta = (to_numpy(w) for w in layer.weights)
     mean = x.mean(-1, keepdims=True)
