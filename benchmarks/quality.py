@@ -55,6 +55,21 @@ _PARAGRAPH_MODEL = {
     "steps_per_epoch": 100,
 }
 
+# Cohan et al.'s schedule cut to five epochs (coverage in the last two),
+# with the widths the 2-core budget allows; entries vary the section length.
+_DISCOURSE = {
+    "vocabulary_size": 8000, "hidden_dim": 128, "embedding_dim": 64,
+    "max_sections": 4, "max_section_length": 150, "max_target_length": 128,
+    "warmup_steps": 200, "epochs": 5, "steps_per_epoch": 75, "coverage_start_epoch": 3,
+}
+
+# PHT on the few-shot review sets: 8 reviews as rows in reading order.
+_FEWSUM_PHT = {
+    **_PARAGRAPH_MODEL, "num_encoder_layers": 2, "num_decoder_layers": 2,
+    "max_paragraphs": 8, "max_paragraph_tokens": 64, "max_target_length": 96,
+    "rank": "order", "pack": "paragraph", "steps_per_epoch": 25,
+}
+
 RUNS = {
     # Trained 20 + 30 minutes: validation loss was lowest at minute 20
     # (3.549, step 1001) and rose to 3.79 at minute 50 while validation
@@ -123,37 +138,24 @@ RUNS = {
     ),
     "discourse_scisummnet": dict(
         recipe="discourse", dataset="scisummnet", minutes=60, checkpoint="best",
-        overrides={"vocabulary_size": 8000, "hidden_dim": 128, "embedding_dim": 64,
-                   "max_sections": 4, "max_section_length": 150,
-                   "max_target_length": 128, "warmup_steps": 200, "epochs": 16,
-                   "steps_per_epoch": 75, "coverage_start_epoch": 13},
+        overrides={**_DISCOURSE, "epochs": 16, "coverage_start_epoch": 13},
     ),
     # The 60-minute run overfits after epoch 5 (596 training examples;
     # validation loss 4.86 at epoch 5, 5.41 at epoch 12): five epochs with
     # coverage in the last two, as Cohan et al. schedule it.
     "discourse_short_scisummnet": dict(
-        recipe="discourse", dataset="scisummnet", minutes=40,
-        overrides={"vocabulary_size": 8000, "hidden_dim": 128, "embedding_dim": 64,
-                   "max_sections": 4, "max_section_length": 150,
-                   "max_target_length": 128, "warmup_steps": 200, "epochs": 5,
-                   "steps_per_epoch": 75, "coverage_start_epoch": 3},
+        recipe="discourse", dataset="scisummnet", minutes=40, overrides=_DISCOURSE,
     ),
     # The same five epochs with 250 tokens per section instead of 150
     # (Cohan et al. read 4 x 500); trained alone on the 2 cores.
     "discourse_long_scisummnet": dict(
         recipe="discourse", dataset="scisummnet", minutes=45,
-        overrides={"vocabulary_size": 8000, "hidden_dim": 128, "embedding_dim": 64,
-                   "max_sections": 4, "max_section_length": 250,
-                   "max_target_length": 128, "warmup_steps": 200, "epochs": 5,
-                   "steps_per_epoch": 75, "coverage_start_epoch": 3},
+        overrides={**_DISCOURSE, "max_section_length": 250},
     ),
     # Cohan et al.'s input length, 4 x 500 tokens, same five epochs.
     "discourse_500_scisummnet": dict(
         recipe="discourse", dataset="scisummnet", minutes=40,
-        overrides={"vocabulary_size": 8000, "hidden_dim": 128, "embedding_dim": 64,
-                   "max_sections": 4, "max_section_length": 500,
-                   "max_target_length": 128, "warmup_steps": 200, "epochs": 5,
-                   "steps_per_epoch": 75, "coverage_start_epoch": 3},
+        overrides={**_DISCOURSE, "max_section_length": 500},
     ),
     # PHT + copy on the sectioned papers: sections re-chunked into rows of
     # 64 tokens kept in reading order (Lead-k is strong here), exported
@@ -183,25 +185,15 @@ RUNS = {
         overrides={"epochs": 100},
     ),
     "pht_fewsum_amazon": dict(
-        recipe="pht", dataset="fewsum_amazon", minutes=8,
-        overrides={**_PARAGRAPH_MODEL, "num_encoder_layers": 2, "num_decoder_layers": 2,
-                   "max_paragraphs": 8, "max_paragraph_tokens": 64,
-                   "max_target_length": 96, "rank": "order", "pack": "paragraph",
-                   "steps_per_epoch": 25},
+        recipe="pht", dataset="fewsum_amazon", minutes=8, overrides=_FEWSUM_PHT,
     ),
     "pht_copy_fewsum_amazon": dict(
         recipe="pht", dataset="fewsum_amazon", minutes=8,
-        overrides={**_PARAGRAPH_MODEL, "num_encoder_layers": 2, "num_decoder_layers": 2,
-                   "max_paragraphs": 8, "max_paragraph_tokens": 64,
-                   "max_target_length": 96, "rank": "order", "pack": "paragraph",
-                   "steps_per_epoch": 25, "pointer_generator": True},
+        overrides={**_FEWSUM_PHT, "pointer_generator": True},
     ),
     "pht_copy_fewsum_yelp": dict(
         recipe="pht", dataset="fewsum_yelp", minutes=8,
-        overrides={**_PARAGRAPH_MODEL, "num_encoder_layers": 2, "num_decoder_layers": 2,
-                   "max_paragraphs": 8, "max_paragraph_tokens": 64,
-                   "max_target_length": 96, "rank": "order", "pack": "paragraph",
-                   "steps_per_epoch": 25, "pointer_generator": True},
+        overrides={**_FEWSUM_PHT, "pointer_generator": True},
     ),
 }
 
@@ -353,8 +345,7 @@ def evaluate(name):
         with open(os.path.join(run_folder(run), "history.json"), encoding="utf-8") as handle:
             epochs = json.load(handle)["epochs"]
         run_spec = RUNS[run]
-        checkpoint = checkpoint_of(name) if run == spec.get("base", name) \
-            else run_spec.get("checkpoint", "last")
+        checkpoint = checkpoint_of(name if run == spec.get("base", name) else run)
         if checkpoint == "best":
             # The exported weights are those of the best validation loss:
             # report the training time and steps that produced them.

@@ -32,7 +32,6 @@ from recipes.base import RecipeConfig
 
 DEFAULT_DATASET = pht_recipe.DEFAULT_DATASET
 
-TEACHER_MODELS = {"last": "model.keras", "best": "best.keras"}
 TEACHER_VOCABULARY = "vocabulary.model"
 
 
@@ -132,6 +131,7 @@ def load_teacher(teacher_run, checkpoint="last"):
             not a PHT.
     """
     from keras_hsum.data.vocabulary import Vocabulary
+    from keras_hsum.export.cli import CHECKPOINTS
     from keras_hsum.models.parallel_hierarchical_transformer import (
         ParallelHierarchicalTransformer,
     )
@@ -143,12 +143,12 @@ def load_teacher(teacher_run, checkpoint="last"):
             "Train `pht` first, then use config.replace(teacher_run=<run "
             "folder>) (CLI: --set teacher_run=<run folder>)."
         )
-    if checkpoint not in TEACHER_MODELS:
+    if checkpoint not in CHECKPOINTS:
         raise ValueError(
             f"pht_predictor: teacher_checkpoint must be one of "
-            f"{sorted(TEACHER_MODELS)}, received {checkpoint!r}."
+            f"{sorted(CHECKPOINTS)}, received {checkpoint!r}."
         )
-    teacher_model = TEACHER_MODELS[checkpoint]
+    teacher_model = CHECKPOINTS[checkpoint]
     teacher_run = os.fspath(teacher_run)
     missing = [
         name

@@ -294,9 +294,8 @@ class _HistoryWriter(keras.callbacks.Callback):
         # its entry (`best.json` may point at it) when a resumed run
         # completes that epoch under the same number.
         self.history["epochs"] = sorted(
-            [e for e in self.history["epochs"] if e.get("step") != entry["step"]]
-            + [entry],
-            key=lambda e: (e.get("step", 0), e["epoch"]),
+            [e for e in self.history["epochs"] if e["step"] != entry["step"]] + [entry],
+            key=lambda e: e["step"],
         )
         path = os.path.join(self.out, "history.json")
         with open(f"{path}.tmp", "w") as file:
