@@ -60,7 +60,7 @@ def train_ranker(config, vocabulary, train_seconds):
                   metrics=recipe.metrics(config))
     budget = TimeBudget(train_seconds)
     history = model.fit(train, epochs=1000, steps_per_epoch=config.steps_per_epoch,
-                        callbacks=[budget], verbose=2)
+                        callbacks=[budget], verbose=2, shuffle=False)  # shuffled by the pipeline
     steps = int(model.optimizer.iterations.numpy())
     return model, steps, history.history["loss"][-1], time.time() - budget.start
 

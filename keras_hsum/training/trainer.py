@@ -429,6 +429,9 @@ def train(
             validation_steps=config.validation_steps,
             callbacks=callbacks,
             verbose=verbose,
+            # The pipeline shuffles itself (seeded, reproducible on resume);
+            # fit's default shuffle=True would only warn that it is ignored.
+            shuffle=False,
         )
         first = False
         now = int(model.optimizer.iterations.numpy())
