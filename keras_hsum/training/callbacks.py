@@ -79,6 +79,11 @@ class TrainingBackup(keras.callbacks.Callback):
     the model and optimizer weights and `{"step": ..., "epoch": ...}` to
     `backup_dir`, each through a temporary file and an atomic rename, so a
     `kill -9` at any moment leaves the previous complete backup in place.
+    Given `steps_per_epoch`, an epoch's last step is backed up only at the
+    epoch end (put this callback after the ones writing the epoch's
+    checkpoint and history): a run killed during the epoch's validation
+    resumes a few steps earlier and validates that epoch, rather than
+    resuming at the next epoch with no history entry or checkpoint for it.
     `restore(model)` loads it and returns the step to resume from; the
     trainer then skips the batches already consumed (its data pipeline is
     deterministic) and trains the rest of the epoch, so an interrupted run
@@ -91,10 +96,11 @@ class TrainingBackup(keras.callbacks.Callback):
     WEIGHTS = "backup.weights.h5"
     STATE = "backup.json"
 
-    def __init__(self, backup_dir, save_every_steps=50):
+    def __init__(self, backup_dir, save_every_steps=50, steps_per_epoch=None):
         super().__init__()
         self.backup_dir = backup_dir
         self.save_every_steps = save_every_steps
+        self.steps_per_epoch = steps_per_epoch
         self._epoch = 0
 
     @classmethod
@@ -147,6 +153,8 @@ class TrainingBackup(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         step = int(np.asarray(self.model.optimizer.iterations))
+        if self.steps_per_epoch and step % self.steps_per_epoch == 0:
+            return  # the epoch end backs it up, after validation
         if self.save_every_steps and step % self.save_every_steps == 0:
             self.save()
 

@@ -281,11 +281,13 @@ def custom_fit(
         budget = TimeBudget(max_minutes) if max_minutes else None
         callbacks = [
             NonFiniteLossGuard(),
-            TrainingBackup(
-                os.path.join(write_dir, "backup"), config.backup_every_steps
-            ),
             EpochCheckpoint(write_dir),
             _HistoryWriter(write_dir),
+            # Last: the epoch-end backup commits the epoch (see the trainer).
+            TrainingBackup(
+                os.path.join(write_dir, "backup"), config.backup_every_steps,
+                steps_per_epoch,
+            ),
         ]
         if hasattr(recipe, "callbacks"):
             callbacks += list(recipe.callbacks(config))

@@ -400,9 +400,12 @@ def train(
     budget = TimeBudget(max_minutes) if max_minutes else None
     callbacks = [
         NonFiniteLossGuard(),
-        TrainingBackup(backup_dir, config.backup_every_steps),
         EpochCheckpoint(out),
         _HistoryWriter(out),
+        # After the checkpoint and history: the epoch-end backup commits
+        # the epoch only once they are written.
+        TrainingBackup(backup_dir, config.backup_every_steps,
+                       config.steps_per_epoch),
         keras.callbacks.TensorBoard(os.path.join(out, "logs"), update_freq=10),
     ]
     if hasattr(recipe, "callbacks"):

@@ -131,6 +131,44 @@ def test_kill_in_mid_epoch_resumes_to_the_same_weights(corpus, tmp_path):
     )
 
 
+# The command line in a process that SIGKILLs itself when the first
+# validation of the run begins: after the epoch's last training step,
+# before its checkpoint and history entry are written.
+_KILLED_IN_VALIDATION = """
+import os, signal, sys
+import keras
+from keras_hsum import cli
+
+class _Kill(keras.callbacks.Callback):
+    def on_test_begin(self, logs=None):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+import keras_hsum.training as training
+train = training.train  # what the command line calls
+training.train = lambda *a, **k: train(*a, **dict(k, extra_callbacks=[_Kill()]))
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_kill_during_validation_resumes_and_validates_that_epoch(corpus, tmp_path):
+    data, vocabulary = corpus
+    out = new_run_folder(tmp_path / "run", vocabulary)
+    command = train_command(
+        RECIPE, data, out, epochs=EPOCHS, steps_per_epoch=STEPS_PER_EPOCH,
+        overrides=BACKUP_EVERY_STEP,
+    )
+    killed = run([command[0], "-c", _KILLED_IN_VALIDATION] + command[3:])
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    assert not os.path.exists(os.path.join(out, "history.json"))
+    # The epoch's last step is not backed up before its validation: a
+    # resumed run retrains it and validates epoch 1 instead of starting
+    # epoch 2 with no history entry or checkpoint for epoch 1.
+    assert _backup_step(out) == STEPS_PER_EPOCH - 1
+    result = run(command)
+    assert result.returncode == 0, result.stderr[-3000:]
+    _check_complete(out, EPOCHS)
+
+
 def test_resume_refuses_another_config_but_trains_more_epochs(corpus, tmp_path):
     data, vocabulary = corpus
     out = new_run_folder(tmp_path / "run", vocabulary)
