@@ -81,11 +81,21 @@ def _structure(args):
     return 0
 
 
+def _number_or_text(text):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
 def parse_overrides(config, assignments):
     """`["epochs=3", "dropout=0.0"]` → a copy of the frozen `config`.
 
     Values are parsed with the type of the dataclass field's default
-    (int, float, bool, str; "none" gives None).
+    (int, float, bool, str; "none" gives None; a tuple takes comma-separated
+    items, each an int, a float or a string, and "" gives ()).
     """
     import dataclasses
 
@@ -114,13 +124,9 @@ def parse_overrides(config, assignments):
         elif isinstance(current, float):
             value = float(text)
         elif current is None:
-            try:
-                value = int(text)
-            except ValueError:
-                try:
-                    value = float(text)
-                except ValueError:
-                    value = text
+            value = _number_or_text(text)
+        elif isinstance(current, tuple):
+            value = tuple(_number_or_text(item.strip()) for item in text.split(",") if item.strip())
         else:
             value = text
         changes[name] = value

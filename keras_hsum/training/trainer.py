@@ -224,6 +224,9 @@ def resolved_config(recipe_name, config_name, config, data, strategy):
 
 def _check_or_write_config(out, resolved):
     path = os.path.join(out, "config.json")
+    # Compared as it is stored: JSON has no tuples (a tuple field such as
+    # HT's graph_heads reads back as a list).
+    resolved = json.loads(json.dumps(resolved))
     if os.path.exists(path):
         with open(path) as file:
             previous = json.load(file)

@@ -1,6 +1,8 @@
-"""NoamSchedule against the formula, and the CLI's `--set` parsing."""
+"""NoamSchedule against the formula, the CLI's `--set` parsing, and the run
+folder's configuration check."""
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -73,3 +75,40 @@ def test_parse_overrides_types_none_and_unknown_keys():
         parse_overrides(config, ["epochs"])
     with pytest.raises(ValueError):
         parse_overrides(config, ["epochs=three"])
+
+
+def test_parse_overrides_tuple_fields():
+    import recipes
+    from keras_hsum.cli import parse_overrides
+
+    ht = recipes.config("ht", "tiny")
+    assert ht.graph_heads == ()
+    changed = parse_overrides(ht, ["graph_kind=similarity", "graph_heads=0, 2"])
+    assert changed.graph_heads == (0, 2) and all(type(h) is int for h in changed.graph_heads)
+    assert parse_overrides(ht, ["graph_heads=0"]).graph_heads == (0,)
+    assert parse_overrides(changed, ["graph_kind=none", "graph_heads="]).graph_heads == ()
+
+
+@pytest.mark.parametrize("config_name", ["tiny", "paper"])
+def test_a_run_folder_accepts_its_own_config_back(tmp_path, config_name):
+    """config.json has no tuples: the same config read back is the same run
+    (a resumed HT run was refused with graph_heads ([], ())), and another
+    value of a tuple field is still refused."""
+    import dataclasses
+
+    import recipes
+    from keras_hsum.training.trainer import _check_or_write_config
+    from keras_hsum.training.trainer import resolved_config
+
+    for name in recipes.names():
+        out = str(tmp_path / name / config_name)
+        os.makedirs(out)
+        config = recipes.config(name, config_name)
+        resolved = resolved_config(name, config_name, config, "/data", "default")
+        _check_or_write_config(out, resolved)
+        _check_or_write_config(out, resolved)  # the same command again
+    ht = recipes.config("ht", config_name)
+    out = str(tmp_path / "ht" / config_name)
+    other = dataclasses.replace(ht, graph_kind="similarity", graph_heads=(0,))
+    with pytest.raises(ValueError, match=r"'config.graph_heads': \(\[\], \[0\]\)"):
+        _check_or_write_config(out, resolved_config("ht", config_name, other, "/data", "default"))
