@@ -70,6 +70,14 @@ _FEWSUM_PHT = {
     "rank": "order", "pack": "paragraph", "steps_per_epoch": 25,
 }
 
+# HT + copy on the gold spans: 16 paragraphs of 64 tokens, LLGG.
+_HT_COPY = {
+    **_PARAGRAPH_MODEL, "layer_schedule": "LLGG", "num_decoder_layers": 2,
+    "max_paragraphs": 16, "max_test_paragraphs": 16,
+    "paragraph_length": 64, "max_target_length": 128,
+    "pointer_generator": True,
+}
+
 RUNS = {
     # Trained 20 + 30 minutes: validation loss was lowest at minute 20
     # (3.549, step 1001) and rose to 3.79 at minute 50 while validation
@@ -119,11 +127,17 @@ RUNS = {
                    "paragraph_length": 64, "max_target_length": 128},
     ),
     "ht_copy_goldspan": dict(
-        recipe="ht", dataset="qmsum_goldspan", minutes=20,
-        overrides={**_PARAGRAPH_MODEL, "layer_schedule": "LLGG", "num_decoder_layers": 2,
-                   "max_paragraphs": 16, "max_test_paragraphs": 16,
-                   "paragraph_length": 64, "max_target_length": 128,
-                   "pointer_generator": True},
+        recipe="ht", dataset="qmsum_goldspan", minutes=20, overrides=_HT_COPY,
+    ),
+    # The 20-minute ht_copy_goldspan run (its folder copied) resumed for 40
+    # more minutes, alone on the 2 cores: at minute 20 its validation loss
+    # (3.499) and accuracy (0.182) were still improving every epoch.
+    # Exported with its last weights. 20.6 + 40 minutes: 60.6 in all (the
+    # budget is checked after each batch, so the first part ran 0.6 over).
+    # Validation accuracy 0.182 -> 0.184, loss 3.499 -> 3.773 over the 40.
+    "ht_copy_long_goldspan": dict(
+        recipe="ht", dataset="qmsum_goldspan", minutes=60,
+        overrides=_HT_COPY,
     ),
     "flat_copy_goldspan": dict(
         recipe="flat", dataset="qmsum_goldspan", minutes=20,
