@@ -70,6 +70,12 @@ _FEWSUM_PHT = {
     "rank": "order", "pack": "paragraph", "steps_per_epoch": 25,
 }
 
+_FEWSUM_PHT_ALL = {
+    **_FEWSUM_PHT, "train_references": "all", "vocabulary_size": 2000, "dropout": 0.3,
+}
+
+_FEWSUM_PHT_LOO = {**_FEWSUM_PHT_ALL, "train_references": "leave_one_out"}
+
 # HT + copy on the gold spans: 16 paragraphs of 64 tokens, LLGG.
 _HT_COPY = {
     **_PARAGRAPH_MODEL, "layer_schedule": "LLGG", "num_decoder_layers": 2,
@@ -229,6 +235,37 @@ RUNS = {
         recipe="pht", dataset="fewsum_yelp", minutes=8,
         overrides={**_FEWSUM_PHT, "pointer_generator": True},
     ),
+    # Every reference as a training pair (3 per product), a vocabulary sized
+    # for a corpus of ~20k words, more dropout.
+    "pht_copy_allrefs_fewsum_amazon": dict(
+        recipe="pht", dataset="fewsum_amazon", minutes=20,
+        overrides={**_FEWSUM_PHT_ALL, "pointer_generator": True},
+    ),
+    "pht_copy_allrefs_fewsum_yelp": dict(
+        recipe="pht", dataset="fewsum_yelp", minutes=20,
+        overrides={**_FEWSUM_PHT_ALL, "pointer_generator": True},
+    ),
+    # FewSum's leave-one-out pretraining on the training split's own reviews
+    # (each review as the summary of the other 7; no human summary), then
+    # fine-tuning on every reference from those weights: 35 + 20 minutes.
+    "pht_copy_loo_fewsum_amazon": dict(
+        recipe="pht", dataset="fewsum_amazon", minutes=35, evaluate=False,
+        overrides={**_FEWSUM_PHT_LOO, "pointer_generator": True},
+    ),
+    "pht_copy_loo_fewsum_yelp": dict(
+        recipe="pht", dataset="fewsum_yelp", minutes=35, evaluate=False,
+        overrides={**_FEWSUM_PHT_LOO, "pointer_generator": True},
+    ),
+    "pht_copy_loo_tuned_fewsum_amazon": dict(
+        recipe="pht", dataset="fewsum_amazon", minutes=20,
+        init_from="pht_copy_loo_fewsum_amazon",
+        overrides={**_FEWSUM_PHT_ALL, "pointer_generator": True},
+    ),
+    "pht_copy_loo_tuned_fewsum_yelp": dict(
+        recipe="pht", dataset="fewsum_yelp", minutes=20,
+        init_from="pht_copy_loo_fewsum_yelp",
+        overrides={**_FEWSUM_PHT_ALL, "pointer_generator": True},
+    ),
 }
 
 # How each dataset is scored (see ../shared/data/README.md).
@@ -320,6 +357,8 @@ def train(name, minutes=None):
     sets = []
     for key, value in spec["overrides"].items():
         sets += ["--set", f"{key}={value}"]
+    if "init_from" in spec:
+        sets += ["--init-from", run_folder(spec["init_from"])]
     keras_hsum(
         "train", "--recipe", spec["recipe"], "--config", "tiny",
         "--data", os.path.join(SHARED, spec["dataset"]), "--out", run_folder(name),
@@ -369,10 +408,17 @@ def evaluate(name):
     with open(out, encoding="utf-8") as handle:
         report = json.load(handle)
     trained = [spec.get("base", name)] + ([spec["predictor"]] if "predictor" in spec else [])
+    # A warm-started run's budget includes the runs it started from.
+    for run in list(trained):
+        while "init_from" in RUNS[run]:
+            run = RUNS[run]["init_from"]
+            trained.append(run)
     base_spec = RUNS[spec.get("base", name)]
     recipe = spec["recipe"] + (
         " + copy" if base_spec["overrides"].get("pointer_generator") else ""
-    ) + (" + attention alignment" if "predictor" in spec else "")
+    ) + (" + attention alignment" if "predictor" in spec else "") + (
+        " + leave-one-out pretraining" if "init_from" in base_spec else ""
+    )
     report["training"] = {"recipe": recipe,
                           "runs": {}, "budget_minutes": 0, "minutes": 0.0, "steps": 0}
     for run in trained:

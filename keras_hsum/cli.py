@@ -155,6 +155,7 @@ def _train(args):
             config_name=args.config,
             max_minutes=args.max_minutes,
             verbose=0 if args.quiet else 1,
+            init_from=args.init_from,
         )
     except (ValueError, NonFiniteLossError) as error:
         print(f"keras-hsum train: error: {error}", file=sys.stderr)
@@ -241,6 +242,11 @@ def build_parser():
     )
     trainer.add_argument(
         "--max-minutes", type=float, default=None, help="stop after this much time"
+    )
+    trainer.add_argument(
+        "--init-from", default=None, metavar="RUN",
+        help="warm-start (fine-tune) from this run folder's vocabulary and last "
+        "weights; the same recipe and sizes are required",
     )
     trainer.add_argument("--quiet", action="store_true", help="no progress bar")
     trainer.set_defaults(handler=_train)

@@ -38,7 +38,15 @@ class RecipeConfig:
         label_smoothing: ε of the token cross-entropy.
         clipnorm: global gradient-norm clipping (None: off).
         backup_every_steps: BackupAndRestore saves every this many steps.
-        max_train_examples, max_val_examples: use only the first examples.
+        max_train_examples, max_val_examples: use only the first examples
+            (with `train_references="all"`, the first training pairs).
+        train_references: "primary" (train on each example's primary
+            reference), "all" (one training pair per reference, for data
+            with several references per input such as FewSum) or
+            "leave_one_out" (self-supervised: each document of a
+            multi-document input as the summary of the others, for
+            pretraining before `--init-from`). Validation always uses the
+            primary reference.
         seed: shuffling and initialisation seed.
     """
 
@@ -56,6 +64,7 @@ class RecipeConfig:
     backup_every_steps: int = 50
     max_train_examples: int | None = None
     max_val_examples: int | None = None
+    train_references: str = "primary"
     seed: int = 0
 
     def replace(self, **changes):

@@ -429,3 +429,78 @@ def _kind(path):
     if name.endswith(".txt"):
         return "text"
     return None
+
+
+def one_example_per_reference(examples):
+    """Training pairs from every reference: one `Example` per reference.
+
+    Datasets such as FewSum carry several references per input (3 per
+    product); training on the primary one only throws the others away. Each
+    yielded copy has `summary` set to one reference and that reference first
+    in `references` (the others follow, in their order), and the id
+    `"<id>#ref<i>"` (i from 0) when the example has more than one reference.
+    An example with a single reference, or none, is yielded unchanged.
+
+    Args:
+        examples: an iterable of `Example`.
+
+    Yields:
+        `Example`s, those of one input consecutive.
+    """
+    for example in examples:
+        references = example.references
+        if len(references) <= 1:
+            yield example
+            continue
+        for i, reference in enumerate(references):
+            yield dataclasses.replace(
+                example,
+                id=f"{example.id}#ref{i}",
+                summary=reference,
+                references=(reference,) + references[:i] + references[i + 1:],
+            )
+
+
+def leave_one_out_examples(examples, min_documents=3):
+    """Self-supervised pairs from multi-document inputs: each document as the
+    summary of the others (FewSum's leave-one-out pretraining, Bražinskas et
+    al. 2020, §3).
+
+    For an example with N >= `min_documents` documents this yields N
+    examples: the i-th keeps every document but the i-th as its input, and
+    that document's sentences, joined by spaces, as its `summary` (its only
+    reference). Human references are not used. Examples with fewer
+    documents, or whose held-out document has no text, yield nothing.
+
+    Args:
+        examples: an iterable of `Example`.
+        min_documents: the fewest documents an example needs (the input
+            keeps `min_documents - 1` of them).
+
+    Yields:
+        `Example`s with ids `"<id>#loo<i>"`.
+    """
+    if not isinstance(min_documents, int) or min_documents < 2:
+        raise ValueError(
+            f"`min_documents` must be an int >= 2, received {min_documents!r}."
+        )
+    for example in examples:
+        documents = example.documents
+        if len(documents) < min_documents:
+            continue
+        for i, document in enumerate(documents):
+            summary = " ".join(
+                sentence
+                for section in document.sections
+                for paragraph in section.paragraphs
+                for sentence in paragraph
+            ).strip()
+            if not summary:
+                continue
+            yield dataclasses.replace(
+                example,
+                id=f"{example.id}#loo{i}",
+                documents=documents[:i] + documents[i + 1:],
+                summary=summary,
+                references=(summary,),
+            )

@@ -54,6 +54,7 @@ from keras_hsum.training.trainer import _history
 from keras_hsum.training.trainer import _HistoryWriter
 from keras_hsum.training.trainer import build_compiled_model
 from keras_hsum.training.trainer import make_strategy
+from keras_hsum.training.trainer import warm_start
 
 
 def is_chief(strategy):
@@ -227,6 +228,7 @@ def custom_fit(
     strategy=None,
     max_minutes=None,
     extra_callbacks=(),
+    init_from=None,
 ):
     """Trains like `keras_hsum.training.train` under `MultiWorkerMirroredStrategy`.
 
@@ -249,6 +251,8 @@ def custom_fit(
         max_minutes: stop cleanly after this much training time.
         extra_callbacks: more Keras callbacks, called like `fit` calls them
             (epoch/batch begin and end, train begin and end).
+        init_from: a run folder whose last weights initialise a fresh run
+            (see `keras_hsum.training.train`).
 
     Returns:
         A `TrainResult`.
@@ -276,6 +280,9 @@ def custom_fit(
             train_step = make_train_step(model, strategy)
             validation_step = make_validation_step(model, strategy)
         done = TrainingBackup.restore(model, os.path.join(out, "backup"))
+        if init_from is not None and not done:
+            with strategy.scope():
+                warm_start(model, init_from)
         steps_per_epoch = config.steps_per_epoch
         total = config.epochs * steps_per_epoch
         budget = TimeBudget(max_minutes) if max_minutes else None

@@ -29,11 +29,15 @@ import glob
 import json
 import os
 import time
+import warnings
 
 import keras
 import tensorflow as tf
 
 from keras_hsum.data import corpora
+from keras_hsum.data.reader import ReadReport
+from keras_hsum.data.reader import leave_one_out_examples
+from keras_hsum.data.reader import one_example_per_reference
 from keras_hsum.data.reader import read_examples
 from keras_hsum.data.vocabulary import Vocabulary
 from keras_hsum.data.vocabulary import corpus_sentences
@@ -124,9 +128,88 @@ def _split_examples(path, validation_fraction):
     return examples[:-held_out], examples[-held_out:]
 
 
-def load_or_train_vocabulary(out, train_source, vocabulary_size):
-    """`out/vocabulary.model`, trained on the training split when missing."""
+TRAIN_REFERENCES = ("primary", "all", "leave_one_out")
+
+
+def training_source(source, train_references):
+    """The training examples for `config.train_references`.
+
+    Args:
+        source: a path or a list of `Example` (see `resolve_data`).
+        train_references: "primary" (`source` unchanged), "all" (a list
+            with one example per reference, `one_example_per_reference`) or
+            "leave_one_out" (each document of a multi-document example as
+            the summary of the others, `leave_one_out_examples`; human
+            references unused). Unreadable lines are skipped and counted in
+            a warning, as the pipeline would.
+
+    Returns:
+        A path or a list of `Example`.
+    """
+    if train_references not in TRAIN_REFERENCES:
+        raise ValueError(
+            f"`train_references` must be one of {list(TRAIN_REFERENCES)}, "
+            f"received {train_references!r}."
+        )
+    if train_references == "primary":
+        return source
+    report = ReadReport()
+    examples = (
+        read_examples(source, skip_invalid=True, report=report)
+        if isinstance(source, (str, os.PathLike))
+        else source
+    )
+    expand = (
+        one_example_per_reference
+        if train_references == "all"
+        else leave_one_out_examples
+    )
+    pairs = list(expand(examples))
+    if not pairs:
+        raise ValueError(
+            f"train_references={train_references!r} left no training example"
+            + (": leave_one_out needs examples with at least 3 documents."
+               if train_references == "leave_one_out" else ": the training split is empty.")
+        )
+    if report.skipped:
+        warnings.warn(
+            f"train_references={train_references!r}: skipped {report.skipped} unreadable "
+            f"line(s) of {os.fspath(source)!r}; the first: {report.errors[0]}",
+            stacklevel=2,
+        )
+    return pairs
+
+
+def load_or_train_vocabulary(out, train_source, vocabulary_size, init_from=None):
+    """`out/vocabulary.model`, trained on the training split when missing.
+
+    With `init_from` (a run folder to warm-start from), that run's
+    vocabulary is copied instead: its weights only mean something with its
+    pieces. A run folder that already holds another vocabulary is refused.
+    """
     path = os.path.join(out, "vocabulary.model")
+    if init_from is not None:
+        source = os.path.join(init_from, "vocabulary.model")
+        if not os.path.exists(source):
+            raise ValueError(
+                f"--init-from {init_from!r} is not a run folder: it has no "
+                "vocabulary.model (expected a folder written by keras-hsum train)."
+            )
+        with open(source, "rb") as file:
+            wanted = file.read()
+        if os.path.exists(path):
+            with open(path, "rb") as file:
+                if file.read() != wanted:
+                    raise ValueError(
+                        f"{out!r} holds another vocabulary than --init-from "
+                        f"{init_from!r}; choose a new --out."
+                    )
+        else:
+            temporary = f"{path}.{os.getpid()}.tmp"
+            with open(temporary, "wb") as file:
+                file.write(wanted)
+            os.replace(temporary, path)
+        return Vocabulary.load(path)
     if os.path.exists(path):
         return Vocabulary.load(path)
     examples = (
@@ -212,17 +295,56 @@ def build_compiled_model(recipe, config, vocabulary_size, sample_inputs):
     return model
 
 
-def resolved_config(recipe_name, config_name, config, data, strategy):
+def resolved_config(recipe_name, config_name, config, data, strategy, init_from=None):
     return {
         "recipe": recipe_name,
         "config_name": config_name,
         "config": dataclasses.asdict(config),
         "data": data if data is None or isinstance(data, str) else str(data),
         "strategy": strategy,
+        "init_from": None if init_from is None else os.path.realpath(init_from),
     }
 
 
-def _check_or_write_config(out, resolved):
+def warm_start(model, init_from):
+    """Loads the last weights of the run in `init_from` into `model`.
+
+    Raises:
+        ValueError: when the run has no model.keras or its weights do not fit
+            `model` (another recipe or other sizes).
+    """
+    path = os.path.join(init_from, "model.keras")
+    if not os.path.exists(path):
+        raise ValueError(
+            f"--init-from {init_from!r} has no model.keras: it must be a run "
+            "folder that finished at least one epoch."
+        )
+    # A .keras file also holds the source run's optimizer (its step count
+    # and moments): the new run keeps its own fresh optimizer state, so the
+    # learning-rate schedule starts from step 0.
+    optimizer = getattr(model, "optimizer", None)
+    fresh = [v.numpy() for v in optimizer.variables] if optimizer is not None else []
+    try:
+        model.load_weights(path)
+    except (ValueError, KeyError) as error:
+        raise ValueError(
+            f"The weights of {path!r} do not fit this model: warm-starting "
+            "needs the same recipe and the same sizes (hidden_dim, layers, "
+            f"vocabulary, pointer_generator, ...). Keras said: {error}"
+        ) from error
+    if optimizer is not None:
+        for variable, value in zip(optimizer.variables, fresh):
+            variable.assign(value)
+
+
+def _check_or_write_config(out, resolved, defaults=None):
+    """Writes `out/config.json`, or refuses a folder holding another run.
+
+    `defaults` maps config field names to their defaults: a field that the
+    stored config lacks (a run started before the field existed) and that
+    keeps its default is not a difference.
+    """
+    defaults = defaults or {}
     path = os.path.join(out, "config.json")
     # Compared as it is stored: JSON has no tuples (a tuple field such as
     # HT's graph_heads reads back as a list).
@@ -248,6 +370,8 @@ def _check_or_write_config(out, resolved):
                     f"config.{name}": (old.get(name), new.get(name))
                     for name in new
                     if old.get(name) != new.get(name)
+                    and not (name not in old and name in defaults
+                             and new.get(name) == defaults[name])
                 }
             )
         # Extending a run (more epochs) or changing how often it validates or
@@ -318,6 +442,7 @@ def train(
     max_minutes=None,
     verbose=1,
     extra_callbacks=(),
+    init_from=None,
 ):
     """Trains `recipe` with `config`; resumes when `out` holds a backup.
 
@@ -332,6 +457,10 @@ def train(
             a later run with the same folder continues).
         verbose: Keras verbosity (1: a progress bar).
         extra_callbacks: more Keras callbacks (after the built-in ones).
+        init_from: a run folder to warm-start from (fine-tuning): its
+            vocabulary and last weights (model.keras) replace the new run's
+            vocabulary and initialisation; the optimizer starts afresh. A
+            resumed run continues from its own backup instead.
 
     Returns:
         A `TrainResult`.
@@ -346,7 +475,9 @@ def train(
     os.makedirs(out, exist_ok=True)
     recipe_name = recipe_name or recipe.__name__.rsplit(".", 1)[-1]
     _check_or_write_config(
-        out, resolved_config(recipe_name, config_name, config, data, strategy)
+        out,
+        resolved_config(recipe_name, config_name, config, data, strategy, init_from),
+        defaults={field.name: field.default for field in dataclasses.fields(config)},
     )
     # MultiWorkerMirroredStrategy must be created before TensorFlow runs
     # anything (it configures the collective ops of the eager context).
@@ -356,7 +487,10 @@ def train(
     # resumed run) yields the same batches in the same order.
     keras.utils.set_random_seed(config.seed)
     train_source, val_source = resolve_data(data, config.dataset)
-    vocabulary = load_or_train_vocabulary(out, train_source, config.vocabulary_size)
+    vocabulary = load_or_train_vocabulary(
+        out, train_source, config.vocabulary_size, init_from=init_from
+    )
+    train_source = training_source(train_source, config.train_references)
 
     def make_train_data():
         # A fresh dataset per use: a shuffled dataset reshuffles for every
@@ -386,7 +520,7 @@ def train(
             recipe, config, out=out, vocabulary=vocabulary,
             train_data=train_data, val_data=val_data, verbose=verbose,
             strategy=distribution, max_minutes=max_minutes,
-            extra_callbacks=extra_callbacks,
+            extra_callbacks=extra_callbacks, init_from=init_from,
         )
 
     # The model is built on a validation batch: an iterator over
@@ -399,6 +533,10 @@ def train(
         )
     backup_dir = os.path.join(out, "backup")
     done = TrainingBackup.restore(model, backup_dir)
+    if init_from is not None and not done:
+        warm_start(model, init_from)
+        if verbose:
+            print(f"Warm-started from {init_from}.")
     total = config.epochs * config.steps_per_epoch
     budget = TimeBudget(max_minutes) if max_minutes else None
     callbacks = [

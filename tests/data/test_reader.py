@@ -434,3 +434,60 @@ def test_read_examples_applies_unicode_errors_to_text_files(tmp_path):
     assert ids == ["g"] and report.skipped == 1
     replaced = list(reader.read_examples(tmp_path, unicode_errors="replace"))
     assert [e.id for e in replaced] == ["bad.txt", "g"]
+
+
+def test_one_example_per_reference_on_fewsum():
+    """Every reference of the real FewSum sample becomes one training pair,
+    the inputs untouched and each reference first in its copy."""
+    examples = list(reader.read_examples(corpora.sample_path("fewsum_amazon", "train")))
+    assert all(len(e.references) == 3 for e in examples)
+    pairs = list(reader.one_example_per_reference(examples))
+    assert len(pairs) == 3 * len(examples)
+    assert len({p.id for p in pairs}) == len(pairs)
+    for i, example in enumerate(examples):
+        copies = pairs[3 * i: 3 * i + 3]
+        assert [c.summary for c in copies] == list(example.references)
+        for c in copies:
+            assert c.documents == example.documents and c.title == example.title
+            assert c.references[0] == c.summary
+            assert sorted(c.references) == sorted(example.references)
+            assert c.id.startswith(example.id + "#ref")
+
+
+def test_one_example_per_reference_keeps_single_and_missing_references():
+    single = reader.example_from_dict({**record("one"), "references": ["The summary."]})
+    none = reader.example_from_dict({**record("none"), "summary": "", "references": []})
+    assert list(reader.one_example_per_reference([single, none])) == [single, none]
+
+
+def test_leave_one_out_examples_on_fewsum():
+    """Each of the 8 real reviews becomes the summary of the other 7."""
+    examples = list(reader.read_examples(corpora.sample_path("fewsum_yelp", "train")))[:5]
+    pairs = list(reader.leave_one_out_examples(examples))
+    assert len(pairs) == sum(len(e.documents) for e in examples)
+    assert len({p.id for p in pairs}) == len(pairs)
+    position = 0
+    for example in examples:
+        for i, held_out in enumerate(example.documents):
+            pair = pairs[position]
+            position += 1
+            assert pair.id == f"{example.id}#loo{i}"
+            others = [d for j, d in enumerate(example.documents) if j != i]
+            assert list(pair.documents) == others
+            sentences = [s for sec in held_out.sections for par in sec.paragraphs for s in par]
+            assert pair.summary == " ".join(sentences) and pair.references == (pair.summary,)
+            # No human reference leaks into the pair.
+            assert not set(example.references) & {pair.summary}
+
+
+def test_leave_one_out_examples_skips_short_inputs_and_checks_its_argument():
+    one_document = record("one")
+    assert len(one_document["documents"]) == 1
+    two = dict(one_document, id="two", documents=one_document["documents"] * 2)
+    examples = [reader.example_from_dict(one_document), reader.example_from_dict(two)]
+    assert list(reader.leave_one_out_examples(examples)) == []
+    pairs = list(reader.leave_one_out_examples(examples, min_documents=2))
+    assert [p.id for p in pairs] == ["two#loo0", "two#loo1"]
+    assert all(len(p.documents) == 1 for p in pairs)
+    with pytest.raises(ValueError, match="`min_documents` must be an int >= 2, received 1"):
+        list(reader.leave_one_out_examples([], min_documents=1))

@@ -261,3 +261,47 @@ def test_nan_loss_stops_with_the_step_and_keeps_the_last_good_backup(corpus, tmp
         assert [e["epoch"] for e in history(out)] == [1]
     else:
         assert not os.path.exists(checkpoint)
+
+
+def test_init_from_warm_starts_from_another_runs_vocabulary_and_weights(corpus, tmp_path):
+    """`--init-from`: the new run copies the source run's vocabulary and
+    starts from its last weights (with a learning rate of 0 it ends exactly
+    there, while the seed's fresh initialisation is far from them); weights
+    of another size are refused with a clear error."""
+    data, vocabulary = corpus
+    source = new_run_folder(tmp_path / "source", vocabulary)
+    result = run(train_command(RECIPE, data, source, epochs=1, steps_per_epoch=STEPS_PER_EPOCH))
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    tuned = str(tmp_path / "tuned")  # no vocabulary: --init-from brings it
+    command = train_command(
+        RECIPE, data, tuned, epochs=1, steps_per_epoch=1, overrides=("learning_rate=0.0",)
+    ) + ["--init-from", source]
+    result = run(command)
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(os.path.join(source, "vocabulary.model"), "rb") as a, open(
+        os.path.join(tuned, "vocabulary.model"), "rb"
+    ) as b:
+        assert a.read() == b.read()
+    with open(os.path.join(tuned, "config.json")) as file:
+        assert json.load(file)["init_from"] == os.path.realpath(source)
+    # The optimizer starts afresh (the source's .keras also stores its
+    # step count): one step trained, not 4 + 1.
+    assert [e["step"] for e in history(tuned)] == [1]
+    assert optimizer_iterations(os.path.join(tuned, "backup", "backup.weights.h5")) == 1
+    source_weights = saved_weights(os.path.join(source, "model.keras"))
+    assert max_difference(saved_weights(os.path.join(tuned, "model.keras")), source_weights) == 0.0
+
+    fresh = new_run_folder(tmp_path / "fresh", vocabulary)
+    result = run(train_command(
+        RECIPE, data, fresh, epochs=1, steps_per_epoch=1, overrides=("learning_rate=0.0",)
+    ))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert max_difference(saved_weights(os.path.join(fresh, "model.keras")), source_weights) > 1e-3
+
+    wider = str(tmp_path / "wider")
+    result = run(train_command(
+        RECIPE, data, wider, epochs=1, steps_per_epoch=1, overrides=("intermediate_dim=48",)
+    ) + ["--init-from", source])
+    assert result.returncode == 1
+    assert "do not fit this model" in result.stderr and "same recipe and the same sizes" in result.stderr

@@ -112,3 +112,77 @@ def test_a_run_folder_accepts_its_own_config_back(tmp_path, config_name):
     other = dataclasses.replace(ht, graph_kind="similarity", graph_heads=(0,))
     with pytest.raises(ValueError, match=r"'config.graph_heads': \(\[\], \[0\]\)"):
         _check_or_write_config(out, resolved_config("ht", config_name, other, "/data", "default"))
+
+
+def test_train_references_all_gives_one_target_per_reference(tmp_path):
+    """train_references="all": the training pipeline's targets are every
+    reference of the real FewSum sample, tokenised; a bad line is skipped
+    with a warning and an unknown value is refused."""
+    import recipes
+    from keras_hsum.data import corpora
+    from keras_hsum.data.reader import read_examples
+    from keras_hsum.training.trainer import load_or_train_vocabulary
+    from keras_hsum.training.trainer import training_source
+
+    path = corpora.sample_path("fewsum_amazon", "train")
+    examples = list(read_examples(path))[:4]
+    assert training_source(path, "primary") == path
+    with pytest.raises(ValueError, match=r"one of \['primary', 'all', 'leave_one_out'\], received 'every'"):
+        training_source(path, "every")
+
+    broken = tmp_path / "train.jsonl"
+    with open(path, "rb") as source:
+        import gzip
+
+        lines = gzip.decompress(source.read()).decode().splitlines()[:4]
+    broken.write_text("\n".join(lines[:2] + ["{not json"] + lines[2:]) + "\n")
+    with pytest.warns(UserWarning, match="skipped 1 unreadable line"):
+        pairs = training_source(str(broken), "all")
+    assert [p.summary for p in pairs] == [r for e in examples for r in e.references]
+
+    config = recipes.config("pht", "tiny").replace(
+        batch_size=3, max_target_length=256, vocabulary_size=600
+    )
+    vocabulary = load_or_train_vocabulary(str(tmp_path / "run"), list(read_examples(path)), 600)
+    dataset = recipes.get("pht").make_dataset(config, pairs, vocabulary, training=False)
+    targets = [
+        vocabulary.decode([t for t in row if t not in (0, 2, 3)])
+        for (_, labels, _) in dataset.as_numpy_iterator()
+        for row in labels.tolist()
+    ]
+    assert len(targets) == 12
+    for example, got in zip(examples, [targets[i:i + 3] for i in range(0, 12, 3)]):
+        # The three targets are the three references as the vocabulary
+        # encodes them (a 600-piece vocabulary has no piece for some marks).
+        assert got == [vocabulary.decode(vocabulary.encode(r)) for r in example.references]
+        assert len(set(got)) == 3
+
+
+def test_a_run_started_before_a_new_config_field_resumes(tmp_path):
+    """A stored config without a field added later (train_references) is the
+    same run while the field keeps its default, another run otherwise."""
+    import dataclasses
+    import json
+
+    import recipes
+    from keras_hsum.training.trainer import _check_or_write_config
+    from keras_hsum.training.trainer import resolved_config
+
+    config = recipes.config("pht", "tiny")
+    defaults = {f.name: f.default for f in dataclasses.fields(config)}
+    out = str(tmp_path)
+    resolved = resolved_config("pht", "tiny", config, "/data", "default")
+    old = json.loads(json.dumps(resolved))
+    del old["config"]["train_references"]
+    with open(os.path.join(out, "config.json"), "w") as file:
+        json.dump(old, file)
+    _check_or_write_config(out, resolved, defaults=defaults)
+    with open(os.path.join(out, "config.json"), "w") as file:
+        json.dump(old, file)
+    with pytest.raises(ValueError, match=r"'config.train_references': \(None, 'all'\)"):
+        _check_or_write_config(
+            out,
+            resolved_config("pht", "tiny", config.replace(train_references="all"),
+                            "/data", "default"),
+            defaults=defaults,
+        )
