@@ -266,6 +266,17 @@ RUNS = {
         init_from="pht_copy_loo_fewsum_yelp",
         overrides={**_FEWSUM_PHT_ALL, "pointer_generator": True},
     ),
+    # Decided before either was scored: the last weights are the row of
+    # record; the best validation-loss checkpoint (fine-tuning's validation
+    # loss turns up after ~5 epochs) is shown beside it.
+    "pht_copy_loo_tuned_best_fewsum_amazon": dict(
+        recipe="pht", dataset="fewsum_amazon", base="pht_copy_loo_tuned_fewsum_amazon",
+        checkpoint="best",
+    ),
+    "pht_copy_loo_tuned_best_fewsum_yelp": dict(
+        recipe="pht", dataset="fewsum_yelp", base="pht_copy_loo_tuned_fewsum_yelp",
+        checkpoint="best",
+    ),
 }
 
 # How each dataset is scored (see ../shared/data/README.md).

@@ -12,7 +12,9 @@ described in `../shared/data/README.md`:
 ```
 
 Unknown fields are ignored. Readers are generators: a corpus is never held in
-memory at once.
+memory at once. `one_example_per_reference` and `leave_one_out_examples` turn
+examples into more training pairs (every reference; each document as the
+summary of the others).
 """
 
 import dataclasses
