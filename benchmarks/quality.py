@@ -235,49 +235,34 @@ RUNS = {
         recipe="pht", dataset="fewsum_yelp", minutes=8,
         overrides={**_FEWSUM_PHT, "pointer_generator": True},
     ),
-    # Every reference as a training pair (3 per product), a vocabulary sized
-    # for a corpus of ~20k words, more dropout.
-    "pht_copy_allrefs_fewsum_amazon": dict(
-        recipe="pht", dataset="fewsum_amazon", minutes=20,
-        overrides={**_FEWSUM_PHT_ALL, "pointer_generator": True},
-    ),
-    "pht_copy_allrefs_fewsum_yelp": dict(
-        recipe="pht", dataset="fewsum_yelp", minutes=20,
-        overrides={**_FEWSUM_PHT_ALL, "pointer_generator": True},
-    ),
-    # FewSum's leave-one-out pretraining on the training split's own reviews
-    # (each review as the summary of the other 7; no human summary), then
-    # fine-tuning on every reference from those weights: 35 + 20 minutes.
-    "pht_copy_loo_fewsum_amazon": dict(
-        recipe="pht", dataset="fewsum_amazon", minutes=35, evaluate=False,
-        overrides={**_FEWSUM_PHT_LOO, "pointer_generator": True},
-    ),
-    "pht_copy_loo_fewsum_yelp": dict(
-        recipe="pht", dataset="fewsum_yelp", minutes=35, evaluate=False,
-        overrides={**_FEWSUM_PHT_LOO, "pointer_generator": True},
-    ),
-    "pht_copy_loo_tuned_fewsum_amazon": dict(
-        recipe="pht", dataset="fewsum_amazon", minutes=20,
-        init_from="pht_copy_loo_fewsum_amazon",
-        overrides={**_FEWSUM_PHT_ALL, "pointer_generator": True},
-    ),
-    "pht_copy_loo_tuned_fewsum_yelp": dict(
-        recipe="pht", dataset="fewsum_yelp", minutes=20,
-        init_from="pht_copy_loo_fewsum_yelp",
-        overrides={**_FEWSUM_PHT_ALL, "pointer_generator": True},
-    ),
-    # Decided before either was scored: the last weights are the row of
-    # record; the best validation-loss checkpoint (fine-tuning's validation
-    # loss turns up after ~5 epochs) is shown beside it.
-    "pht_copy_loo_tuned_best_fewsum_amazon": dict(
-        recipe="pht", dataset="fewsum_amazon", base="pht_copy_loo_tuned_fewsum_amazon",
-        checkpoint="best",
-    ),
-    "pht_copy_loo_tuned_best_fewsum_yelp": dict(
-        recipe="pht", dataset="fewsum_yelp", base="pht_copy_loo_tuned_fewsum_yelp",
-        checkpoint="best",
-    ),
 }
+
+# The same four runs on both FewSum sets.
+for _dataset in ("fewsum_amazon", "fewsum_yelp"):
+    _copy = {"recipe": "pht", "dataset": _dataset}
+    _all = {**_FEWSUM_PHT_ALL, "pointer_generator": True}
+    RUNS.update({
+        # Every reference as a training pair (3 per product), a vocabulary
+        # sized for a corpus of ~20k words, more dropout.
+        f"pht_copy_allrefs_{_dataset}": dict(**_copy, minutes=20, overrides=_all),
+        # FewSum's leave-one-out pretraining on the training split's own
+        # reviews (each review as the summary of the other 7; no human
+        # summary), then fine-tuning on every reference from those weights:
+        # 35 + 20 minutes.
+        f"pht_copy_loo_{_dataset}": dict(
+            **_copy, minutes=35, evaluate=False,
+            overrides={**_FEWSUM_PHT_LOO, "pointer_generator": True},
+        ),
+        f"pht_copy_loo_tuned_{_dataset}": dict(
+            **_copy, minutes=20, init_from=f"pht_copy_loo_{_dataset}", overrides=_all,
+        ),
+        # Decided before either was scored: the last weights are the row of
+        # record; the best validation-loss checkpoint (fine-tuning's
+        # validation loss turns up after ~5 epochs) is shown beside it.
+        f"pht_copy_loo_tuned_best_{_dataset}": dict(
+            **_copy, base=f"pht_copy_loo_tuned_{_dataset}", checkpoint="best",
+        ),
+    })
 
 # How each dataset is scored (see ../shared/data/README.md).
 DATASETS = {

@@ -41,6 +41,15 @@ class Document:
     title: str | None
     sections: tuple[Section, ...]
 
+    def sentences(self):
+        """The document's sentences in reading order (a list of str)."""
+        return [
+            sentence
+            for section in self.sections
+            for paragraph in section.paragraphs
+            for sentence in paragraph
+        ]
+
 
 @dataclasses.dataclass(frozen=True)
 class Example:
@@ -63,11 +72,7 @@ class Example:
     def sentences(self):
         """All sentences of all documents, in reading order (a list of str)."""
         return [
-            sentence
-            for document in self.documents
-            for section in document.sections
-            for paragraph in section.paragraphs
-            for sentence in paragraph
+            sentence for document in self.documents for sentence in document.sentences()
         ]
 
     def num_words(self):
@@ -491,12 +496,7 @@ def leave_one_out_examples(examples, min_documents=3):
         if len(documents) < min_documents:
             continue
         for i, document in enumerate(documents):
-            summary = " ".join(
-                sentence
-                for section in document.sections
-                for paragraph in section.paragraphs
-                for sentence in paragraph
-            ).strip()
+            summary = " ".join(document.sentences()).strip()
             if not summary:
                 continue
             yield dataclasses.replace(

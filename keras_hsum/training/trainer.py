@@ -25,9 +25,11 @@ every `fit` call and clips each replica's partial gradient (see `train`).
 """
 
 import dataclasses
+import filecmp
 import glob
 import json
 import os
+import shutil
 import time
 import warnings
 
@@ -195,19 +197,15 @@ def load_or_train_vocabulary(out, train_source, vocabulary_size, init_from=None)
                 f"--init-from {init_from!r} is not a run folder: it has no "
                 "vocabulary.model (expected a folder written by keras-hsum train)."
             )
-        with open(source, "rb") as file:
-            wanted = file.read()
         if os.path.exists(path):
-            with open(path, "rb") as file:
-                if file.read() != wanted:
-                    raise ValueError(
-                        f"{out!r} holds another vocabulary than --init-from "
-                        f"{init_from!r}; choose a new --out."
-                    )
+            if not filecmp.cmp(source, path, shallow=False):
+                raise ValueError(
+                    f"{out!r} holds another vocabulary than --init-from "
+                    f"{init_from!r}; choose a new --out."
+                )
         else:
             temporary = f"{path}.{os.getpid()}.tmp"
-            with open(temporary, "wb") as file:
-                file.write(wanted)
+            shutil.copyfile(source, temporary)
             os.replace(temporary, path)
         return Vocabulary.load(path)
     if os.path.exists(path):
