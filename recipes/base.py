@@ -47,6 +47,12 @@ class RecipeConfig:
             multi-document input as the summary of the others, for
             pretraining before `--init-from`). Validation always uses the
             primary reference.
+        validation_holdout: when above 0, this fraction of the training
+            examples (the last ones in file order, at least one) validates
+            and picks the best checkpoint instead of the data's validation
+            split, which training then never reads: it stays unseen for
+            evaluation. 0: the data's validation split (a folder without
+            one, or a single file, holds out its last 10%).
         seed: shuffling and initialisation seed.
     """
 
@@ -65,6 +71,7 @@ class RecipeConfig:
     max_train_examples: int | None = None
     max_val_examples: int | None = None
     train_references: str = "primary"
+    validation_holdout: float = 0.0
     seed: int = 0
 
     def replace(self, **changes):
