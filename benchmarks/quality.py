@@ -276,37 +276,34 @@ RUNS["pht_copy_loo_reviews"] = dict(
 )
 
 
-# Fine-tuned on every reference of one set from those weights, with the
-# checkpoint picked on the last 15% of the *training* products (4 of 28
-# amazon, 4 of 30 yelp; their summaries are not trained on): the validation
-# split is only scored. Decided before training: the best hold-out-loss
-# checkpoint is the row of record. 35 + 10 minutes. Decoded with
-# min_length = 1.0 x the mean training-reference length: `choose_length`
-# picked 1.0 over 0.8 (every other run's rule) and 1.2 on the 8 held-out
-# training products (mean R1/R2 F1 0.1994 vs 0.1941 and 0.1986,
-# results/quality/length_choice.json); at 0.8 the validation split scored
-# amazon 28.95 / 5.02, yelp 32.56 / 6.84.
-for _dataset in ("fewsum_amazon", "fewsum_yelp"):
-    RUNS[f"pht_copy_reviews_tuned_{_dataset}"] = dict(
-        recipe="pht", dataset=_dataset, minutes=10, checkpoint="best", min_length_factor=1.0,
-        init_from="pht_copy_loo_reviews",
-        overrides={**_FEWSUM_PHT_ALL, "pointer_generator": True, "validation_holdout": 0.15},
-    )
-
-
-FEWSUM_TUNED = [f"pht_copy_reviews_tuned_{d}" for d in ("fewsum_amazon", "fewsum_yelp")]
-
-# The usual refit after a hold-out choice: the same fine-tuning on *all*
-# training products (the 4 held out included) for the number of epochs the
-# hold-out picked (amazon 3, yelp 5; 25 steps each), last weights, the same
-# min_length. Declared before it ran as an extra row: the hold-out rows
-# above stay the rows of record.
+# Per set, from those weights (35 + 10 minutes each):
+# - `pht_copy_reviews_tuned_<set>`: fine-tuned on every reference with the
+#   checkpoint picked on the last 15% of the *training* products (4 of 28
+#   amazon, 4 of 30 yelp; their summaries are not trained on): the
+#   validation split is only scored. Decided before training: the best
+#   hold-out-loss checkpoint is the row of record.
+# - `pht_copy_reviews_refit_<set>`: the usual refit after a hold-out choice,
+#   the same fine-tuning on *all* training products (the 4 held out
+#   included) for the epochs the hold-out picked (amazon 3, yelp 5; 25 steps
+#   each), last weights. Declared before it ran as an extra row: the
+#   hold-out rows stay the rows of record.
+# Both decode with min_length = 1.0 x the mean training-reference length:
+# `choose_length` picked 1.0 over 0.8 (every other run's rule) and 1.2 on
+# the 8 held-out training products (mean R1/R2 F1 0.1994 vs 0.1941 and
+# 0.1986, results/quality/length_choice.json); at 0.8 the tuned rows scored
+# amazon 28.95 / 5.02, yelp 32.56 / 6.84 on the validation split.
+_TUNED = {**_FEWSUM_PHT_ALL, "pointer_generator": True}
 for _dataset, _epochs in (("fewsum_amazon", 3), ("fewsum_yelp", 5)):
-    RUNS[f"pht_copy_reviews_refit_{_dataset}"] = dict(
-        recipe="pht", dataset=_dataset, minutes=10, min_length_factor=1.0,
-        init_from="pht_copy_loo_reviews",
-        overrides={**_FEWSUM_PHT_ALL, "pointer_generator": True, "epochs": _epochs},
+    _from_reviews = dict(recipe="pht", dataset=_dataset, minutes=10, min_length_factor=1.0,
+                         init_from="pht_copy_loo_reviews")
+    RUNS[f"pht_copy_reviews_tuned_{_dataset}"] = dict(
+        **_from_reviews, checkpoint="best", overrides={**_TUNED, "validation_holdout": 0.15},
     )
+    RUNS[f"pht_copy_reviews_refit_{_dataset}"] = dict(
+        **_from_reviews, overrides={**_TUNED, "epochs": _epochs},
+    )
+
+FEWSUM_TUNED = [name for name in RUNS if name.startswith("pht_copy_reviews_tuned_")]
 
 
 def prepare_reviews():
