@@ -183,7 +183,7 @@ def main():
             f"{row['median_s'] / python_median:.3f} | "
             f"{'yes' if row['same_summary_as_python'] else 'no'} |"
         )
-    lines += ["", f"Target: ≤ 1.2 (the jit-compiled export)."]
+    lines += ["", "Target: ≤ 1.2 (the jit-compiled export)."]
     with open(os.path.join(RESULTS, "serving.md"), "w") as handle:
         handle.write("\n".join(lines) + "\n")
 

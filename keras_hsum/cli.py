@@ -164,7 +164,7 @@ def _train(args):
     print(
         f"Trained {args.recipe}/{args.config} for {result.steps} steps into "
         f"{result.out}"
-        + (f" (time budget reached)" if result.stopped_early else "")
+        + (" (time budget reached)" if result.stopped_early else "")
         + "; last epoch: "
         + ", ".join(
             f"{key} {value:.4f}" for key, value in sorted(last.items())

@@ -10,6 +10,7 @@ A recipe is a module `recipes/<name>.py` with:
   max_examples=None) -> tf.data.Dataset` of `(inputs, labels, sample_weight)`
   batches of `config.batch_size` (`training=True`: shuffled and repeated;
   False: one pass, in order);
+  (`batches` below gives every recipe the same batching);
 - optionally `loss(config)` (default: label-smoothed token cross-entropy) and
   `metrics(config)` (default: masked token accuracy).
 
@@ -80,3 +81,46 @@ class RecipeConfig:
 
     def to_dict(self):
         return dataclasses.asdict(self)
+
+
+def batches(
+    config,
+    source,
+    vocabulary,
+    family,
+    *,
+    training,
+    seed=0,
+    cache=None,
+    max_examples=None,
+    shuffle_buffer=256,
+    **structure,
+):
+    """`keras_hsum.data.make_dataset` batched the way every recipe trains.
+
+    Batches of `config.batch_size` with static shapes (every [B,P,T] and S
+    padded to the config's maxima: one trace, XLA friendly); `training=True`
+    shuffles (`shuffle_buffer`), repeats and drops the last partial batch,
+    `training=False` is one pass in file order. `structure` holds the
+    family's sizes and options (`max_units`, `max_tokens`,
+    `max_target_length`, `family_options`, `extras`).
+
+    Returns:
+        tf.data of feature dicts, before `training_pairs`.
+    """
+    from keras_hsum.data import make_dataset
+
+    return make_dataset(
+        source,
+        vocabulary,
+        family,
+        batch_size=config.batch_size,
+        shuffle_buffer=shuffle_buffer if training else 0,
+        seed=seed,
+        pad_to_max=True,
+        repeat=training,
+        drop_remainder=training,
+        cache=cache,
+        max_examples=max_examples,
+        **structure,
+    )

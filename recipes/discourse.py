@@ -13,11 +13,11 @@ import dataclasses
 
 import keras
 
-from keras_hsum.data import make_dataset as _make_dataset
 from keras_hsum.data import training_pairs
 from keras_hsum.models.discourse_summarizer import DiscourseSummarizer
 from keras_hsum.models.losses import LabelSmoothedCrossEntropy
 from recipes.base import RecipeConfig
+from recipes.base import batches
 
 DEFAULT_DATASET = "scisummnet"
 
@@ -109,20 +109,16 @@ def build_model(config, vocabulary_size):
 def make_dataset(
     config, source, vocabulary, *, training, seed=0, cache=None, max_examples=None
 ):
-    dataset = _make_dataset(
+    dataset = batches(
+        config,
         source,
         vocabulary,
         "sections",
-        batch_size=config.batch_size,
         max_units=config.max_sections,
         max_tokens=config.max_section_length,
         max_target_length=config.max_target_length,
-        shuffle_buffer=256 if training else 0,
+        training=training,
         seed=seed,
-        # Static [B,P,T] and S in every batch (one trace, XLA friendly).
-        pad_to_max=True,
-        repeat=training,
-        drop_remainder=training,
         cache=cache,
         max_examples=max_examples,
     )

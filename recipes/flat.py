@@ -6,10 +6,10 @@ The documents are concatenated in tf-idf rank order and truncated to
 
 import dataclasses
 
-from keras_hsum.data import make_dataset as _make_dataset
 from keras_hsum.data import training_pairs
 from keras_hsum.models import FlatTransformer
 from recipes.base import RecipeConfig
+from recipes.base import batches
 
 DEFAULT_DATASET = "qmsum_goldspan"
 
@@ -85,18 +85,15 @@ def build_model(config, vocabulary_size):
 def make_dataset(
     config, source, vocabulary, *, training, seed=0, cache=None, max_examples=None
 ):
-    dataset = _make_dataset(
+    dataset = batches(
+        config,
         source,
         vocabulary,
         "flat",
-        batch_size=config.batch_size,
         max_tokens=config.max_source_length,
         max_target_length=config.max_target_length,
-        shuffle_buffer=256 if training else 0,
+        training=training,
         seed=seed,
-        pad_to_max=True,
-        repeat=training,
-        drop_remainder=training,
         cache=cache,
         max_examples=max_examples,
     )

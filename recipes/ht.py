@@ -10,11 +10,11 @@ discourse graph (pipeline extra `paragraph_graph`) for the `graph_heads`.
 
 import dataclasses
 
-from keras_hsum.data import make_dataset as _make_dataset
 from keras_hsum.data import training_pairs
 from keras_hsum.data.pipeline import paragraph_graph
 from keras_hsum.models.hierarchical_transformer import HierarchicalTransformer
 from recipes.base import RecipeConfig
+from recipes.base import batches
 
 DEFAULT_DATASET = "qmsum_goldspan"
 
@@ -115,20 +115,17 @@ def make_dataset(
     config, source, vocabulary, *, training, seed=0, cache=None, max_examples=None
 ):
     extras = [paragraph_graph(config.graph_kind)] if config.graph_kind else []
-    dataset = _make_dataset(
+    dataset = batches(
+        config,
         source,
         vocabulary,
         "paragraphs",
-        batch_size=config.batch_size,
         max_units=config.max_paragraphs if training else config.max_test_paragraphs,
         max_tokens=config.paragraph_length,
         max_target_length=config.max_target_length,
         extras=extras,
-        shuffle_buffer=256 if training else 0,
+        training=training,
         seed=seed,
-        pad_to_max=True,
-        repeat=training,
-        drop_remainder=training,
         cache=cache,
         max_examples=max_examples,
     )

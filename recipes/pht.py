@@ -9,12 +9,12 @@ alignment is trained afterwards by `recipes.pht_predictor`.
 
 import dataclasses
 
-from keras_hsum.data import make_dataset as _make_dataset
 from keras_hsum.data import training_pairs
 from keras_hsum.models.parallel_hierarchical_transformer import (
     ParallelHierarchicalTransformer,
 )
 from recipes.base import RecipeConfig
+from recipes.base import batches
 
 DEFAULT_DATASET = "qmsum_goldspan"
 
@@ -111,20 +111,17 @@ def paragraph_batches(
 ):
     """Batches of the "paragraphs" family with `target` (before
     `training_pairs`); shared with `recipes.pht_predictor`."""
-    return _make_dataset(
+    return batches(
+        config,
         source,
         vocabulary,
         "paragraphs",
-        batch_size=config.batch_size,
         max_units=config.max_paragraphs,
         max_tokens=config.max_paragraph_tokens,
         max_target_length=config.max_target_length,
         family_options={"rank": config.rank, "pack": config.pack},
-        shuffle_buffer=256 if training else 0,
+        training=training,
         seed=seed,
-        pad_to_max=True,
-        repeat=training,
-        drop_remainder=training,
         cache=cache,
         max_examples=max_examples,
     )

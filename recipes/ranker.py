@@ -12,11 +12,11 @@ import dataclasses
 import keras
 import tensorflow as tf
 
-from keras_hsum.data import make_dataset as _make_dataset
 from keras_hsum.data.pipeline import ranker_targets
 from keras_hsum.models.paragraph_ranker import ParagraphBinaryCrossEntropy
 from keras_hsum.models.paragraph_ranker import ParagraphRanker
 from recipes.base import RecipeConfig
+from recipes.base import batches
 
 DEFAULT_DATASET = "qmsum_goldspan"
 
@@ -83,20 +83,17 @@ def build_model(config, vocabulary_size):
 def make_dataset(
     config, source, vocabulary, *, training, seed=0, cache=None, max_examples=None
 ):
-    dataset = _make_dataset(
+    dataset = batches(
+        config,
         source,
         vocabulary,
         "paragraphs",
-        batch_size=config.batch_size,
         max_units=config.max_paragraphs,
         max_tokens=config.paragraph_length,
         family_options={"rank": "order", "context_length": config.context_length},
         extras=[ranker_targets],
-        shuffle_buffer=256 if training else 0,
+        training=training,
         seed=seed,
-        pad_to_max=True,
-        repeat=training,
-        drop_remainder=training,
         cache=cache,
         max_examples=max_examples,
     )

@@ -27,12 +27,12 @@ import math
 
 import numpy as np
 
-from keras_hsum.data import make_dataset as _make_dataset
 from keras_hsum.data import training_pairs
 from keras_hsum.data.pipeline import declare_features
 from keras_hsum.data.pipeline import seal_labels
 from keras_hsum.models.seal import SEAL
 from recipes.base import RecipeConfig
+from recipes.base import batches
 
 DEFAULT_DATASET = "qmsum_general"
 
@@ -182,20 +182,17 @@ def snippet_dataset(
         raise ValueError(
             f"`labels` must be 'segments', 'summary' or None, received {labels!r}."
         )
-    dataset = _make_dataset(
+    dataset = batches(
+        config,
         source,
         vocabulary,
         "snippets",
-        batch_size=config.batch_size,
         max_units=config.max_snippets,
         max_tokens=config.snippet_length,
         max_target_length=config.max_target_length,
         extras=extras,
-        shuffle_buffer=256 if training else 0,
+        training=training,
         seed=seed,
-        pad_to_max=True,
-        repeat=training,
-        drop_remainder=training,
         cache=cache,
         max_examples=max_examples,
     )

@@ -25,11 +25,11 @@ import tensorflow as tf
 from keras_hsum.data import reader as reader_lib
 from keras_hsum.data.labels import shte_pairs
 from keras_hsum.data.pipeline import declare_features
-from keras_hsum.data.pipeline import make_dataset as _make_dataset
 from keras_hsum.data.sentences import split_sentences
 from keras_hsum.data.structure import build_sentences
 from keras_hsum.models.shte import SHTE
 from recipes.base import RecipeConfig
+from recipes.base import batches
 
 DEFAULT_DATASET = "scitldr_a"
 
@@ -282,20 +282,18 @@ def make_dataset(
         reshuffle=training,
         max_examples=max_examples,
     )
-    dataset = _make_dataset(
+    dataset = batches(
+        config,
         pairs,
         vocabulary,
         "sentences",
-        batch_size=config.batch_size,
         max_units=config.max_sentences,
         max_tokens=config.max_sentence_tokens,
         extras=[summary_features(config, vocabulary)],
-        shuffle_buffer=512 if training else 0,
+        training=training,
         seed=seed,
-        pad_to_max=True,
-        repeat=training,
-        drop_remainder=training,
         cache=cache,
+        shuffle_buffer=512,
     )
 
     def split(features):

@@ -1,16 +1,11 @@
 """SEAL's compressive-abstractive model (CA; Zhao, Saleh & Liu, 2020, §3.2)."""
 
-import math
-
 import keras
 from keras import ops
-from keras_hub.layers import SinePositionEncoding
-from keras_hub.layers import TransformerEncoder
 
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.models.summarizer import required
 from keras_hsum.models.transformer_summary_decoder import FlatMemorySummarizer
-from keras_hsum.models.transformer_summary_decoder import TransformerSummaryDecoder
 
 
 @keras.saving.register_keras_serializable(package="keras_hsum")
@@ -93,44 +88,18 @@ class CompressiveAbstractive(FlatMemorySummarizer):
                     f"{self.name}: `{name}` must be a positive int, received "
                     f"{value!r}."
                 )
-        self.vocabulary_size = vocabulary_size
-        self.hidden_dim = hidden_dim
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
-        self.num_encoder_layers = num_encoder_layers
-        self.num_decoder_layers = num_decoder_layers
         self.snippets_per_group = snippets_per_group
         self.compressed_length = compressed_length
-        self.dropout = dropout
-        self.tie_embeddings = tie_embeddings
-        self.decoder = TransformerSummaryDecoder(
-            vocabulary_size=vocabulary_size,
-            hidden_dim=hidden_dim,
-            num_layers=num_decoder_layers,
-            num_heads=num_heads,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            tie_embeddings=tie_embeddings,
-            dtype=self.dtype_policy,
-            name="decoder",
+        self._init_decoder(
+            vocabulary_size,
+            hidden_dim,
+            num_heads,
+            intermediate_dim,
+            num_decoder_layers,
+            dropout,
+            tie_embeddings,
         )
-        self.source_position_encoding = SinePositionEncoding(
-            dtype=self.dtype_policy, name="source_position_encoding"
-        )
-        self.source_dropout = keras.layers.Dropout(
-            dropout, dtype=self.dtype_policy, name="source_dropout"
-        )
-        self.encoder_layers = [
-            TransformerEncoder(
-                intermediate_dim=intermediate_dim,
-                num_heads=num_heads,
-                dropout=dropout,
-                layer_norm_epsilon=1e-5,
-                dtype=self.dtype_policy,
-                name=f"encoder_layer_{i}",
-            )
-            for i in range(num_encoder_layers)
-        ]
+        self._init_flat_encoder(num_encoder_layers)
         # The learnable compression vectors [c, D] (scaled like embeddings·√D).
         self.compression_vectors = self.add_weight(
             name="compression_vectors",
@@ -171,21 +140,17 @@ class CompressiveAbstractive(FlatMemorySummarizer):
         tokens = ops.reshape(tokens, (-1, k * length))
         token_mask = ops.cast(ops.reshape(token_mask, (-1, k * length)), "bool")
 
-        x = self.decoder.token_embedding(tokens)
-        x = x * ops.cast(math.sqrt(self.hidden_dim), x.dtype)
-        x = x + self.source_position_encoding(x)
+        x = self._embed_source(tokens)
         rows = ops.shape(x)[0]
         compression = ops.broadcast_to(
             ops.cast(self.compression_vectors, x.dtype)[None],
             (rows, self.compressed_length, self.hidden_dim),
         )
         x = ops.concatenate([x, compression], axis=1)
-        x = self.source_dropout(x, training=training)
         mask = ops.concatenate(
             [token_mask, ops.ones((rows, self.compressed_length), "bool")], axis=1
         )
-        for layer in self.encoder_layers:
-            x = layer(x, padding_mask=mask, training=training)
+        x = self._run_encoder(x, mask, training=training)
         compressed = x[:, -self.compressed_length :]  # [B·G, c, D]
         memory = ops.reshape(compressed, (batch, -1, self.hidden_dim))
         group_mask = ops.any(ops.reshape(token_mask, (batch, groups, -1)), axis=-1)

@@ -1,17 +1,11 @@
 """FT / Trunc: the flat Transformer baseline over concatenated, truncated input."""
 
-import math
-
 import keras
 from keras import ops
-from keras_hub.layers import SinePositionEncoding
-from keras_hub.layers import TransformerEncoder
 
-from keras_hsum.models.copying import make_copy_layers
 from keras_hsum.models.summarizer import optional_mask
 from keras_hsum.models.summarizer import required
 from keras_hsum.models.transformer_summary_decoder import FlatMemorySummarizer
-from keras_hsum.models.transformer_summary_decoder import TransformerSummaryDecoder
 
 
 @keras.saving.register_keras_serializable(package="keras_hsum")
@@ -68,46 +62,16 @@ class FlatTransformer(FlatMemorySummarizer):
     ):
         super().__init__(**kwargs)
         self.pointer_generator = bool(pointer_generator)
-        self.vocabulary_size = vocabulary_size
-        self.hidden_dim = hidden_dim
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
-        self.num_encoder_layers = num_encoder_layers
-        self.num_decoder_layers = num_decoder_layers
-        self.dropout = dropout
-        self.tie_embeddings = tie_embeddings
-        self.decoder = TransformerSummaryDecoder(
-            vocabulary_size=vocabulary_size,
-            hidden_dim=hidden_dim,
-            num_layers=num_decoder_layers,
-            num_heads=num_heads,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            tie_embeddings=tie_embeddings,
-            dtype=self.dtype_policy,
-            name="decoder",
+        self._init_decoder(
+            vocabulary_size,
+            hidden_dim,
+            num_heads,
+            intermediate_dim,
+            num_decoder_layers,
+            dropout,
+            tie_embeddings,
         )
-        self.source_position_encoding = SinePositionEncoding(
-            dtype=self.dtype_policy, name="source_position_encoding"
-        )
-        self.source_dropout = keras.layers.Dropout(
-            dropout, dtype=self.dtype_policy, name="source_dropout"
-        )
-        if self.pointer_generator:
-            self.copy_attention, self.copy_switch = make_copy_layers(
-                self, vocabulary_size
-            )
-        self.encoder_layers = [
-            TransformerEncoder(
-                intermediate_dim=intermediate_dim,
-                num_heads=num_heads,
-                dropout=dropout,
-                layer_norm_epsilon=1e-5,
-                dtype=self.dtype_policy,
-                name=f"encoder_layer_{i}",
-            )
-            for i in range(num_encoder_layers)
-        ]
+        self._init_flat_encoder(num_encoder_layers)
 
     def encode(self, inputs, training=False):
         """Returns `{"memory": [B,N,D], "memory_mask": bool [B,N]}` (and
@@ -124,12 +88,7 @@ class FlatTransformer(FlatMemorySummarizer):
                 f"{self.name}: `tokens` must be int [B,N] or [B,P,T], received "
                 f"shape {tuple(tokens.shape)}."
             )
-        x = self.decoder.token_embedding(tokens)
-        x = x * ops.cast(math.sqrt(self.hidden_dim), x.dtype)
-        x = x + self.source_position_encoding(x)
-        x = self.source_dropout(x, training=training)
-        for layer in self.encoder_layers:
-            x = layer(x, padding_mask=mask, training=training)
+        x = self._run_encoder(self._embed_source(tokens), mask, training=training)
         memory = {"memory": x, "memory_mask": mask}
         if self.pointer_generator:
             memory["source_ids"] = ops.cast(tokens, "int32")

@@ -15,7 +15,6 @@ from keras_hsum.layers.masking import masked_softmax
 from keras_hsum.models.copying import make_copy_layers
 from keras_hsum.models.summarizer import required
 from keras_hsum.models.transformer_summary_decoder import FlatMemorySummarizer
-from keras_hsum.models.transformer_summary_decoder import TransformerSummaryDecoder
 
 LOCAL = "L"
 GLOBAL = "G"
@@ -120,26 +119,17 @@ class HierarchicalTransformer(FlatMemorySummarizer):
                     f"global layer 'G' in `layer_schedule`, received "
                     f"{layer_schedule!r}."
                 )
-        self.vocabulary_size = vocabulary_size
-        self.hidden_dim = hidden_dim
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
         self.layer_schedule = layer_schedule
-        self.num_decoder_layers = num_decoder_layers
         self.graph_heads = graph_heads
-        self.dropout = dropout
-        self.tie_embeddings = tie_embeddings
         self.pointer_generator = bool(pointer_generator)
-        self.decoder = TransformerSummaryDecoder(
-            vocabulary_size=vocabulary_size,
-            hidden_dim=hidden_dim,
-            num_layers=num_decoder_layers,
-            num_heads=num_heads,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            tie_embeddings=tie_embeddings,
-            dtype=self.dtype_policy,
-            name="decoder",
+        self._init_decoder(
+            vocabulary_size,
+            hidden_dim,
+            num_heads,
+            intermediate_dim,
+            num_decoder_layers,
+            dropout,
+            tie_embeddings,
         )
         self.position_encoding = HierarchicalPositionEncoding(
             vocabulary_size=vocabulary_size,

@@ -19,12 +19,8 @@ cross-entropy of `model.compile`; L_ext (added with `add_loss` inside `call`
 when the proxy labels are among the inputs) is `extractive_loss`.
 """
 
-import math
-
 import keras
 from keras import ops
-from keras_hub.layers import SinePositionEncoding
-from keras_hub.layers import TransformerEncoder
 
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.snippet_gate import SnippetGate
@@ -33,7 +29,6 @@ from keras_hsum.models.summarizer import Summarizer
 from keras_hsum.models.summarizer import decoder_padding_mask
 from keras_hsum.models.summarizer import required
 from keras_hsum.models.transformer_summary_decoder import FlatMemorySummarizer
-from keras_hsum.models.transformer_summary_decoder import TransformerSummaryDecoder
 
 
 def extractive_loss(scores, labels, mask):
@@ -158,46 +153,20 @@ class ExtractiveAbstractive(FlatMemorySummarizer):
                 f"{self.name}: `extract_length` (L_ext) must be a positive int, "
                 f"received {extract_length!r}."
             )
-        self.vocabulary_size = vocabulary_size
-        self.hidden_dim = hidden_dim
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
-        self.num_encoder_layers = num_encoder_layers
         self.num_scorer_layers = num_scorer_layers
-        self.num_decoder_layers = num_decoder_layers
         self.extract_length = extract_length
         self.max_documents = max_documents
         self.extractive_loss_weight = extractive_loss_weight
-        self.dropout = dropout
-        self.tie_embeddings = tie_embeddings
-        self.decoder = TransformerSummaryDecoder(
-            vocabulary_size=vocabulary_size,
-            hidden_dim=hidden_dim,
-            num_layers=num_decoder_layers,
-            num_heads=num_heads,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            tie_embeddings=tie_embeddings,
-            dtype=self.dtype_policy,
-            name="decoder",
+        self._init_decoder(
+            vocabulary_size,
+            hidden_dim,
+            num_heads,
+            intermediate_dim,
+            num_decoder_layers,
+            dropout,
+            tie_embeddings,
         )
-        self.source_position_encoding = SinePositionEncoding(
-            dtype=self.dtype_policy, name="source_position_encoding"
-        )
-        self.source_dropout = keras.layers.Dropout(
-            dropout, dtype=self.dtype_policy, name="source_dropout"
-        )
-        self.encoder_layers = [
-            TransformerEncoder(
-                intermediate_dim=intermediate_dim,
-                num_heads=num_heads,
-                dropout=dropout,
-                layer_norm_epsilon=1e-5,
-                dtype=self.dtype_policy,
-                name=f"encoder_layer_{i}",
-            )
-            for i in range(num_encoder_layers)
-        ]
+        self._init_flat_encoder(num_encoder_layers)
         self.scorer = SnippetScorer(
             num_layers=num_scorer_layers,
             num_heads=num_heads,
@@ -215,13 +184,7 @@ class ExtractiveAbstractive(FlatMemorySummarizer):
 
     def encode_sequences(self, tokens, mask, training=False):
         """E on independent sequences: int [N,T] + bool [N,T] → float [N,T,D]."""
-        x = self.decoder.token_embedding(tokens)
-        x = x * ops.cast(math.sqrt(self.hidden_dim), x.dtype)
-        x = x + self.source_position_encoding(x)
-        x = self.source_dropout(x, training=training)
-        for layer in self.encoder_layers:
-            x = layer(x, padding_mask=mask, training=training)
-        return x
+        return self._run_encoder(self._embed_source(tokens), mask, training=training)
 
     def encode_snippets(self, inputs, training=False):
         """Returns `{"snippets" [B,P,T,D], "token_mask", "paragraph_mask"

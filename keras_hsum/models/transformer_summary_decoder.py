@@ -7,9 +7,11 @@ from keras import ops
 from keras_hub.layers import ReversibleEmbedding
 from keras_hub.layers import SinePositionEncoding
 from keras_hub.layers import TransformerDecoder
+from keras_hub.layers import TransformerEncoder
 
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.models.copying import copy_log_probabilities
+from keras_hsum.models.copying import make_copy_layers
 from keras_hsum.models.summarizer import Summarizer
 from keras_hsum.models.summarizer import decoder_padding_mask
 
@@ -248,7 +250,9 @@ class FlatMemorySummarizer(Summarizer):
     """A `Summarizer` whose `self.decoder` (a `TransformerSummaryDecoder`)
     attends over one flat memory.
 
-    Subclasses build `self.decoder`, implement `encode` returning at least
+    Subclasses build `self.decoder` (`_init_decoder`; `_init_flat_encoder`
+    adds the flat Transformer encoder FT, EA/SEAL and CA share), implement
+    `encode` returning at least
     `{"memory": [B,M,D], "memory_mask": bool [B,M]}`, and `step_aux(static)`
     (the per-step aux dict, from the static part of the cache). Teacher
     forcing, the caches (cross-attention keys/values projected once; self-
@@ -263,6 +267,78 @@ class FlatMemorySummarizer(Summarizer):
     """
 
     pointer_generator = False
+
+    def _init_decoder(
+        self,
+        vocabulary_size,
+        hidden_dim,
+        num_heads,
+        intermediate_dim,
+        num_decoder_layers,
+        dropout,
+        tie_embeddings,
+    ):
+        """Records the hyperparameters every subclass shares and builds
+        `self.decoder` (its token embedding is the one the encoders read)."""
+        self.vocabulary_size = vocabulary_size
+        self.hidden_dim = hidden_dim
+        self.num_heads = num_heads
+        self.intermediate_dim = intermediate_dim
+        self.num_decoder_layers = num_decoder_layers
+        self.dropout = dropout
+        self.tie_embeddings = tie_embeddings
+        self.decoder = TransformerSummaryDecoder(
+            vocabulary_size=vocabulary_size,
+            hidden_dim=hidden_dim,
+            num_layers=num_decoder_layers,
+            num_heads=num_heads,
+            intermediate_dim=intermediate_dim,
+            dropout=dropout,
+            tie_embeddings=tie_embeddings,
+            dtype=self.dtype_policy,
+            name="decoder",
+        )
+
+    def _init_flat_encoder(self, num_encoder_layers):
+        """Builds the flat source encoder after `_init_decoder`: a sinusoidal
+        position encoding, dropout, the copy layers when
+        `self.pointer_generator`, and `num_encoder_layers` keras-hub
+        `TransformerEncoder` layers (`_embed_source`, `_run_encoder`)."""
+        self.num_encoder_layers = num_encoder_layers
+        self.source_position_encoding = SinePositionEncoding(
+            dtype=self.dtype_policy, name="source_position_encoding"
+        )
+        self.source_dropout = keras.layers.Dropout(
+            self.dropout, dtype=self.dtype_policy, name="source_dropout"
+        )
+        if self.pointer_generator:
+            self.copy_attention, self.copy_switch = make_copy_layers(
+                self, self.vocabulary_size
+            )
+        self.encoder_layers = [
+            TransformerEncoder(
+                intermediate_dim=self.intermediate_dim,
+                num_heads=self.num_heads,
+                dropout=self.dropout,
+                layer_norm_epsilon=1e-5,
+                dtype=self.dtype_policy,
+                name=f"encoder_layer_{i}",
+            )
+            for i in range(num_encoder_layers)
+        ]
+
+    def _embed_source(self, tokens):
+        """int [N,T] → Emb(tokens)·√D + sinusoid(position), float [N,T,D]."""
+        x = self.decoder.token_embedding(tokens)
+        x = x * ops.cast(math.sqrt(self.hidden_dim), x.dtype)
+        return x + self.source_position_encoding(x)
+
+    def _run_encoder(self, x, mask, training=False):
+        """Dropout, then the encoder layers: float [N,T,D] + bool [N,T] → [N,T,D]."""
+        x = self.source_dropout(x, training=training)
+        for layer in self.encoder_layers:
+            x = layer(x, padding_mask=mask, training=training)
+        return x
 
     def _outputs(self, hidden, decoder_inputs, memory):
         """Vocabulary logits [B,S,V], or the copy-mixed log-probabilities."""

@@ -600,7 +600,6 @@ def test_bad_arguments_fail_early_with_clear_errors(
 
 def _dense_tfidf_cosine(texts):
     """Independent dense tf-idf cosine matrix (smoothed idf, as documented)."""
-    import math
     import re
 
     tokens = [re.findall(r"[^\W_]+", t.lower()) for t in texts]

@@ -9,7 +9,6 @@ in the search state, so beam reordering must gather it) and the last token
 import math
 
 import numpy as np
-import pytest
 from keras import ops
 
 from keras_hsum.decoding import LengthNormalization

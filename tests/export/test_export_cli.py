@@ -342,7 +342,6 @@ def test_evaluate_scores_a_saved_model_beside_a_baseline(exported, tmp_path, cap
 
     from keras_hsum.data.corpora import sample_path
     from keras_hsum.data.reader import read_jsonl
-    from keras_hsum.data.sentences import split_sentences
     from keras_hsum.evaluation import cli as evaluation_cli
     from keras_hsum.export.cli import example_documents
 

@@ -3,7 +3,6 @@ carried encoder state, padding, save/reload, memorisation on real data."""
 
 import numpy as np
 import pytest
-from keras import ops
 
 from keras_hsum.models.discourse_summarizer import DiscourseSummarizer
 from model_test_case import assert_save_reload

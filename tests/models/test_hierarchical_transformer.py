@@ -4,7 +4,6 @@ memorisation on real qmsum_goldspan examples."""
 
 import math
 
-import keras
 import numpy as np
 import pytest
 
@@ -99,7 +98,7 @@ def _numpy_paragraph_attention(model, inputs):
                   encoder_padding_mask=memory["memory_mask"])
     x = to_numpy(x)
     layer = decoder.decoder_layers[-1]
-    heads, head_dim = model.num_heads, model.hidden_dim // model.num_heads
+    head_dim = model.hidden_dim // model.num_heads
     attention = layer._self_attention_layer
     q = _dense(x, attention._query_dense) / math.sqrt(head_dim)   # [B,S,H,Dh]
     k = _dense(x, attention._key_dense)
