@@ -20,6 +20,8 @@ take a recipe module and a config.
 
 import dataclasses
 
+from keras_hsum.data import make_dataset
+
 
 @dataclasses.dataclass(frozen=True)
 class RecipeConfig:
@@ -108,8 +110,6 @@ def batches(
     Returns:
         tf.data of feature dicts, before `training_pairs`.
     """
-    from keras_hsum.data import make_dataset
-
     return make_dataset(
         source,
         vocabulary,

@@ -420,11 +420,8 @@ def test_recipe_structure_options_match_make_dataset(
         captured.update(kwargs, family=family)
         raise Captured
 
-    # EA and CA build their batches with recipes.seal.snippet_dataset.
-    owner = module
-    if recipe in ("extractive_abstractive", "compressive_abstractive"):
-        owner = recipes.get("seal")
-    monkeypatch.setattr(owner, "_make_dataset", fake_make_dataset)
+    # Every recipe batches through recipes.base.batches.
+    monkeypatch.setattr(recipes.base, "make_dataset", fake_make_dataset)
     with pytest.raises(Captured):
         module.make_dataset(config, [], vocabulary, training=False)
     options = module.structure_options(config)
