@@ -398,9 +398,13 @@ def lead_k(dataset):
     return max(1, round(statistics.mean(len(split_sentences(e.summary)) for e in examples)))
 
 
-def min_length(dataset, run, factor=0.8):
-    """`factor` (0.8 unless a run chose another, see `choose_length`) x the
-    mean training-reference length in the run's subword tokens."""
+# min_length = MIN_LENGTH_FACTOR x the mean training-reference length,
+# unless a run sets its own "min_length_factor" (see `choose_length`).
+MIN_LENGTH_FACTOR = 0.8
+
+
+def min_length(dataset, run, factor):
+    """`factor` x the mean training-reference length in the run's subword tokens."""
     import sentencepiece
 
     processor = sentencepiece.SentencePieceProcessor(
@@ -449,7 +453,7 @@ def export(name, factor=None, out=None):
         return
     run = run_folder(spec.get("base", name))
     out = out or os.path.join(run_folder(name), "export")
-    factor = factor or spec.get("min_length_factor", 0.8)
+    factor = factor or spec.get("min_length_factor", MIN_LENGTH_FACTOR)
     extra = []
     if "predictor" in spec:
         extra = ["--predictor-run", run_folder(spec["predictor"])]

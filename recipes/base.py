@@ -9,8 +9,8 @@ A recipe is a module `recipes/<name>.py` with:
 - `make_dataset(config, source, vocabulary, *, training, seed=0, cache=None,
   max_examples=None) -> tf.data.Dataset` of `(inputs, labels, sample_weight)`
   batches of `config.batch_size` (`training=True`: shuffled and repeated;
-  False: one pass, in order);
-  (`batches` below gives every recipe the same batching);
+  False: one pass, in order), built with `batches` below so that every
+  recipe batches the same way;
 - optionally `loss(config)` (default: label-smoothed token cross-entropy) and
   `metrics(config)` (default: masked token accuracy).
 
