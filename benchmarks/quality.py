@@ -263,7 +263,7 @@ for _dataset in ("fewsum_amazon", "fewsum_yelp"):
         # summary), then fine-tuning on every reference from those weights:
         # 35 + 20 minutes.
         f"pht_copy_loo_{_dataset}": dict(
-            **_copy, minutes=35, evaluate=False,
+            **_copy, minutes=35, evaluate=False, pretraining="leave-one-out pretraining",
             overrides={**_FEWSUM_PHT_LOO, "pointer_generator": True},
         ),
         f"pht_copy_loo_tuned_{_dataset}": dict(
@@ -285,6 +285,7 @@ for _dataset in ("fewsum_amazon", "fewsum_yelp"):
 REVIEWS = os.path.join(ROOT, "runs", "data", "fewsum_reviews")
 RUNS["pht_copy_loo_reviews"] = dict(
     recipe="pht", dataset="fewsum_reviews", data=REVIEWS, minutes=35, evaluate=False,
+    pretraining="leave-one-out pretraining on both FewSum sets",
     overrides={**_FEWSUM_PHT_LOO, "pointer_generator": True, "epochs": 400},
 )
 
@@ -318,6 +319,32 @@ for _dataset, _epochs in (("fewsum_amazon", 3), ("fewsum_yelp", 5)):
 
 FEWSUM_TUNED = [name for name in RUNS if name.startswith("pht_copy_reviews_tuned_")]
 
+# PEGASUS-style pretraining for scitldr_a, declared before either run
+# trained. The flat transformer + copy first learns, on unlabelled
+# scientific text, to write each passage's principal sentence (the one of
+# highest ROUGE-1 F1 against the rest of its passage, left in the input:
+# train_references="principal_sentence", passages of at most 250 words),
+# then fine-tunes on the TLDRs exactly as flat_copy_scitldr trained from
+# scratch: the same overrides, the checkpoint of lowest loss on the last
+# 10% of the training papers (199) is the row of record, min_length 0.8 x.
+# The text: the ScisummNet training papers (596) and the abstracts of the
+# scitldr_a training papers the fine-tuning trains on (the first 1,793; the
+# 199 it holds out are left out), shuffled with seed 0. No human summary is
+# trained on, and neither dataset's validation split is read. The folder's
+# last 10% validate the pretraining (their summaries only give its
+# validation loss); its last weights start the fine-tuning. 35 + 20 minutes.
+SCIENCE = os.path.join(ROOT, "runs", "data", "scitldr_science")
+RUNS["flat_copy_principal_science"] = dict(
+    recipe="flat", dataset="scitldr_science", data=SCIENCE, minutes=35, evaluate=False,
+    pretraining="principal-sentence pretraining on scientific text",
+    overrides={**RUNS["flat_copy_scitldr"]["overrides"], "validation_holdout": 0.0,
+               "train_references": "principal_sentence"},
+)
+RUNS["flat_copy_principal_tuned_scitldr"] = dict(
+    recipe="flat", dataset="scitldr_a", minutes=20, checkpoint="best",
+    init_from="flat_copy_principal_science", overrides=RUNS["flat_copy_scitldr"]["overrides"],
+)
+
 
 def prepare_reviews():
     """Writes REVIEWS/train.jsonl.gz: both FewSum training splits, alternating."""
@@ -333,6 +360,31 @@ def prepare_reviews():
     with gzip.open(os.path.join(REVIEWS, "train.jsonl.gz"), "wt", encoding="utf-8") as handle:
         handle.writelines(lines)
     print(f"wrote {len(lines)} examples to {REVIEWS}")
+
+
+def prepare_science():
+    """Writes SCIENCE/train.jsonl.gz: the ScisummNet training papers and the
+    scitldr_a training papers outside flat_copy_scitldr's hold-out, shuffled."""
+    import gzip
+    import random
+
+    from keras_hsum.training import resolve_data
+
+    kept, _ = resolve_data(os.path.join(SHARED, "scitldr_a"), "scitldr_a", holdout=0.1)
+    ids = {example.id for example in kept}
+    lines = []
+    for dataset in ("scisummnet", "scitldr_a"):
+        with gzip.open(data_path(dataset, "train"), "rt", encoding="utf-8") as handle:
+            lines += [line for line in handle if line.strip() and (
+                dataset == "scisummnet" or json.loads(line)["id"] in ids)]
+    random.Random(0).shuffle(lines)
+    os.makedirs(SCIENCE, exist_ok=True)
+    with gzip.open(os.path.join(SCIENCE, "train.jsonl.gz"), "wt", encoding="utf-8") as handle:
+        handle.writelines(lines)
+    print(f"wrote {len(lines)} examples to {SCIENCE}")
+
+
+PREPARE = {REVIEWS: prepare_reviews, SCIENCE: prepare_science}
 
 
 # How each dataset is scored (see ../shared/data/README.md).
@@ -431,8 +483,8 @@ def train(name, minutes=None):
         sets += ["--set", f"{key}={value}"]
     if "init_from" in spec:
         sets += ["--init-from", run_folder(spec["init_from"])]
-    if spec.get("data") == REVIEWS and not os.path.exists(REVIEWS):
-        prepare_reviews()
+    if spec.get("data") in PREPARE and not os.path.exists(spec["data"]):
+        PREPARE[spec["data"]]()
     keras_hsum(
         "train", "--recipe", spec["recipe"], "--config", "tiny",
         "--data", spec.get("data", os.path.join(SHARED, spec["dataset"])),
@@ -493,10 +545,7 @@ def evaluate(name):
     recipe = spec["recipe"] + (
         " + copy" if base_spec["overrides"].get("pointer_generator") else ""
     ) + (" + attention alignment" if "predictor" in spec else "") + (
-        " + leave-one-out pretraining" if "init_from" in base_spec else "") + (
-        " on both FewSum sets" if RUNS.get(base_spec.get("init_from"), {}).get("data") == REVIEWS
-        else ""
-    )
+        f" + {RUNS[base_spec['init_from']]['pretraining']}" if "init_from" in base_spec else "")
     report["training"] = {"recipe": recipe,
                           "runs": {}, "budget_minutes": 0, "minutes": 0.0, "steps": 0}
     for run in trained:

@@ -47,8 +47,10 @@ class RecipeConfig:
             reference), "all" (one training pair per reference, for data
             with several references per input such as FewSum) or
             "leave_one_out" (self-supervised: each document of a
-            multi-document input as the summary of the others, for
-            pretraining before `--init-from`). Validation always uses the
+            multi-document input as the summary of the others) or
+            "principal_sentence" (self-supervised: each passage of at most
+            250 words with its principal sentence as the summary, PEGASUS
+            style), both for pretraining before `--init-from`. Validation always uses the
             primary reference.
         validation_holdout: when above 0, this fraction of the training
             examples (the last ones in file order, at least one) validates

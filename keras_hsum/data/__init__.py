@@ -9,6 +9,7 @@ from keras_hsum.data.corpora import sample_path
 from keras_hsum.data.reader import Document
 from keras_hsum.data.reader import Example
 from keras_hsum.data.reader import InvalidExampleError
+from keras_hsum.data.labels import principal_sentence_examples
 from keras_hsum.data.reader import leave_one_out_examples
 from keras_hsum.data.reader import one_example_per_reference
 from keras_hsum.data.reader import Section

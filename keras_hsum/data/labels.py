@@ -1,5 +1,6 @@
 """Training labels computed with ROUGE: SEAL proxy labels, the greedy
-extractive oracle, and SHTE's positive/negative document-summary pairs.
+extractive oracle, SHTE's positive/negative document-summary pairs and
+PEGASUS's principal-sentence pairs.
 
 ROUGE here is rouge-score's ROUGE-N (its tokenizer, Porter stemming on,
 clipped n-gram counts), through `rouge_overlap`, which tokenises every text
@@ -20,9 +21,13 @@ by default; every `"rougeN"` is accepted.
   classifier on one positive pair (document, own summary) and one negative
   pair (document, a summary drawn at random from the other documents) per
   document.
+- `principal_sentence_examples`: PEGASUS's self-supervised pairs (Zhang et
+  al. 2020): each passage of unlabelled text with its principal sentence,
+  the one of highest ROUGE-1 F1 against the rest, as its summary.
 """
 
 import bisect
+import collections
 import dataclasses
 import itertools
 import typing
@@ -30,6 +35,8 @@ import typing
 import numpy as np
 from rouge_score import scoring
 
+from keras_hsum.data.reader import Document
+from keras_hsum.data.reader import Section
 from keras_hsum.data.rouge_overlap import RougeReference
 from keras_hsum.data.rouge_overlap import ngram_counts
 from keras_hsum.data.rouge_overlap import overlap_score
@@ -576,3 +583,99 @@ def shte_pairs(examples, negatives_per_positive=1, seed=0, buffer_size=None):
             for summary in negatives:
                 yield ShtePair(example, summary, 0)
         previous = summaries
+
+
+def passages(sentences, max_words):
+    """Cuts a list of sentences into passages of at most `max_words` words.
+
+    Greedy from the first sentence: a passage takes the next sentence while
+    its whitespace-separated word count stays within `max_words`; a sentence
+    longer than `max_words` is a passage of its own.
+
+    Returns:
+        A list of lists of sentences, in order; their concatenation is
+        `sentences`.
+    """
+    result, current, words = [], [], 0
+    for sentence in sentences:
+        length = len(sentence.split())
+        if current and words + length > max_words:
+            result.append(current)
+            current, words = [], 0
+        current.append(sentence)
+        words += length
+    if current:
+        result.append(current)
+    return result
+
+
+def principal_sentence(sentences):
+    """The index of the sentence of highest ROUGE-1 F1 against the others.
+
+    PEGASUS's "Ind" principal-sentence score (Zhang et al. 2020, §3.1):
+    each sentence scored independently against the rest of its text joined,
+    with rouge-score's ROUGE-1 (its tokenizer, stemming on). Ties go to the
+    first sentence.
+
+    Args:
+        sentences: a list of at least 2 str.
+    """
+    if len(sentences) < 2:
+        raise ValueError(
+            "A principal sentence needs at least 2 sentences to compare, "
+            f"received {len(sentences)}."
+        )
+    counts = [ngram_counts(rouge_tokens(sentence), 1) for sentence in sentences]
+    total = sum(counts, collections.Counter())
+    scores = [overlap_score(total - count, count).fmeasure for count in counts]
+    return int(np.argmax(scores))
+
+
+def principal_sentence_examples(examples, max_words=250, min_sentences=3):
+    """Self-supervised pairs from unlabelled text: each passage's principal
+    sentence as its summary (PEGASUS's gap-sentence generation, Zhang et al.
+    2020, §3.1, in its "Ind-Orig" form: sentences scored independently, the
+    chosen one left in the input, so the pairs teach which sentence carries
+    a passage and how to copy it).
+
+    Each section of each document is cut into passages (`passages`:
+    consecutive sentences, paragraph breaks ignored, at most `max_words`
+    words). A passage of at least `min_sentences` sentences yields one
+    example whose input is that passage (one document, one section, one
+    paragraph) and whose summary, and only reference, is its
+    `principal_sentence`. Human references, titles and headings are not
+    used; `query` is kept.
+
+    Args:
+        examples: an iterable of `Example`.
+        max_words: the longest passage in words (an int >= 1).
+        min_sentences: the fewest sentences a passage needs (an int >= 2).
+
+    Yields:
+        `Example`s with ids `"<id>#p<i>"`, i counting the passages of one
+        example from 0 (including those too short to yield).
+    """
+    if not isinstance(max_words, int) or max_words < 1:
+        raise ValueError(f"`max_words` must be an int >= 1, received {max_words!r}.")
+    if not isinstance(min_sentences, int) or min_sentences < 2:
+        raise ValueError(
+            f"`min_sentences` must be an int >= 2, received {min_sentences!r}."
+        )
+    for example in examples:
+        index = 0
+        for document in example.documents:
+            for section in document.sections:
+                sentences = [s for paragraph in section.paragraphs for s in paragraph if s.strip()]
+                for passage in passages(sentences, max_words):
+                    index += 1
+                    if len(passage) < min_sentences:
+                        continue
+                    summary = passage[principal_sentence(passage)]
+                    yield dataclasses.replace(
+                        example,
+                        id=f"{example.id}#p{index - 1}",
+                        title=None,
+                        documents=(Document(None, (Section(None, (tuple(passage),)),)),),
+                        summary=summary,
+                        references=(summary,),
+                    )

@@ -38,6 +38,7 @@ import tensorflow as tf
 
 from keras_hsum.data import corpora
 from keras_hsum.data.reader import ReadReport
+from keras_hsum.data.labels import principal_sentence_examples
 from keras_hsum.data.reader import leave_one_out_examples
 from keras_hsum.data.reader import one_example_per_reference
 from keras_hsum.data.reader import read_examples
@@ -141,7 +142,7 @@ def _split_examples(path, validation_fraction):
     return examples[:-held_out], examples[-held_out:]
 
 
-TRAIN_REFERENCES = ("primary", "all", "leave_one_out")
+TRAIN_REFERENCES = ("primary", "all", "leave_one_out", "principal_sentence")
 
 
 def training_source(source, train_references):
@@ -150,10 +151,13 @@ def training_source(source, train_references):
     Args:
         source: a path or a list of `Example` (see `resolve_data`).
         train_references: "primary" (`source` unchanged), "all" (a list
-            with one example per reference, `one_example_per_reference`) or
+            with one example per reference, `one_example_per_reference`),
             "leave_one_out" (each document of a multi-document example as
-            the summary of the others, `leave_one_out_examples`; human
-            references unused). Unreadable lines are skipped and counted in
+            the summary of the others, `leave_one_out_examples`) or
+            "principal_sentence" (each passage of at most 250 words with its
+            principal sentence as the summary,
+            `principal_sentence_examples`); the last two use no human
+            reference. Unreadable lines are skipped and counted in
             a warning, as the pipeline would.
 
     Returns:
@@ -172,17 +176,20 @@ def training_source(source, train_references):
         if isinstance(source, (str, os.PathLike))
         else source
     )
-    expand = (
-        one_example_per_reference
-        if train_references == "all"
-        else leave_one_out_examples
-    )
+    expand = {
+        "all": one_example_per_reference,
+        "leave_one_out": leave_one_out_examples,
+        "principal_sentence": principal_sentence_examples,
+    }[train_references]
     pairs = list(expand(examples))
     if not pairs:
         raise ValueError(
-            f"train_references={train_references!r} left no training example"
-            + (": leave_one_out needs examples with at least 3 documents."
-               if train_references == "leave_one_out" else ": the training split is empty.")
+            f"train_references={train_references!r} left no training example: "
+            + {
+                "leave_one_out": "leave_one_out needs examples with at least 3 documents.",
+                "principal_sentence": "principal_sentence needs sections with passages "
+                "of at least 3 sentences.",
+            }.get(train_references, "the training split is empty.")
         )
     if report.skipped:
         warnings.warn(

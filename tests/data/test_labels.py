@@ -369,3 +369,66 @@ def test_shte_pairs_errors(review_examples):
         list(labels.shte_pairs(review_examples, -1))
     with pytest.raises(ValueError, match="negative summaries"):
         list(labels.shte_pairs(review_examples[:1], 1))
+
+
+# -- principal-sentence pairs (PEGASUS) ---------------------------------------
+
+
+def test_principal_sentence_equals_rouge_score_brute_force():
+    """The principal sentence is the argmax of rouge-score's own ROUGE-1 F1
+    of each sentence against the others joined (first on ties)."""
+    for example in _examples("scitldr_a", "val", 6) + _examples("scisummnet", "val", 1):
+        sentences = example.documents[0].sentences()[:12]
+        scores = [
+            SCORER.score(" ".join(sentences[:i] + sentences[i + 1:]), sentence)["rouge1"].fmeasure
+            for i, sentence in enumerate(sentences)
+        ]
+        assert labels.principal_sentence(sentences) == scores.index(max(scores))
+    # Ties go to the first; a sentence sharing nothing never wins.
+    assert labels.principal_sentence(["cats purr", "cats purr", "dogs bark"]) == 0
+    assert labels.principal_sentence(["zebra", "cats purr", "cats purr loudly"]) == 1
+    with pytest.raises(ValueError, match="at least 2 sentences.*received 1"):
+        labels.principal_sentence(["alone"])
+
+
+def test_passages_are_greedy_word_budgets_that_cover_the_sentences():
+    sentences = _examples("scisummnet", "val", 1)[0].documents[0].sentences()
+    for max_words in (1, 40, 250):
+        cut = labels.passages(sentences, max_words)
+        assert [s for passage in cut for s in passage] == sentences
+        words = [[len(s.split()) for s in passage] for passage in cut]
+        for i, counts in enumerate(words):
+            # Within budget unless a single sentence exceeds it ...
+            assert sum(counts) <= max_words or len(counts) == 1
+            # ... and greedy: the next passage's first sentence did not fit.
+            if i + 1 < len(words):
+                assert sum(counts) + words[i + 1][0] > max_words
+    assert labels.passages([], 10) == []
+
+
+def test_principal_sentence_examples_on_real_papers():
+    papers = _examples("scisummnet", "val", 2) + _examples("scitldr_a", "train", 3)
+    pairs = list(labels.principal_sentence_examples(papers, max_words=120, min_sentences=3))
+    expected = []
+    for paper in papers:
+        index = 0
+        for document in paper.documents:
+            for section in document.sections:
+                sentences = [s for p in section.paragraphs for s in p]
+                for passage in labels.passages(sentences, 120):
+                    if len(passage) >= 3:
+                        expected.append((f"{paper.id}#p{index}", passage))
+                    index += 1
+    assert len(expected) > 20
+    assert [(p.id, list(p.documents[0].sentences())) for p in pairs] == expected
+    for pair in pairs:
+        (document,) = pair.documents
+        (section,) = document.sections
+        assert len(section.paragraphs) == 1 and section.heading is None
+        passage = list(section.paragraphs[0])
+        assert pair.summary == passage[labels.principal_sentence(passage)]
+        assert pair.references == (pair.summary,) and pair.title is None
+    with pytest.raises(ValueError, match="`max_words` must be an int >= 1, received 0"):
+        list(labels.principal_sentence_examples(papers, max_words=0))
+    with pytest.raises(ValueError, match="`min_sentences` must be an int >= 2, received 1"):
+        list(labels.principal_sentence_examples(papers, min_sentences=1))

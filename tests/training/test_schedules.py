@@ -1,6 +1,7 @@
 """NoamSchedule against the formula, the CLI's `--set` parsing, and the run
 folder's configuration check."""
 
+import dataclasses
 import math
 import os
 
@@ -127,7 +128,7 @@ def test_train_references_all_gives_one_target_per_reference(tmp_path):
     path = corpora.sample_path("fewsum_amazon", "train")
     examples = list(read_examples(path))[:4]
     assert training_source(path, "primary") == path
-    with pytest.raises(ValueError, match=r"one of \['primary', 'all', 'leave_one_out'\], received 'every'"):
+    with pytest.raises(ValueError, match=r"one of \['primary', 'all', 'leave_one_out', 'principal_sentence'\], received 'every'"):
         training_source(path, "every")
 
     broken = tmp_path / "train.jsonl"
@@ -156,6 +157,28 @@ def test_train_references_all_gives_one_target_per_reference(tmp_path):
         # encodes them (a 600-piece vocabulary has no piece for some marks).
         assert got == [vocabulary.decode(vocabulary.encode(r)) for r in example.references]
         assert len(set(got)) == 3
+
+
+def test_train_references_principal_sentence_pairs_and_empty_result():
+    """train_references="principal_sentence": the training examples are
+    `principal_sentence_examples` of the split (no human summary), and a
+    split with no passage of 3 sentences is refused with the reason."""
+    from keras_hsum.data import corpora
+    from keras_hsum.data.labels import principal_sentence_examples
+    from keras_hsum.data.reader import read_examples
+    from keras_hsum.training.trainer import training_source
+
+    path = corpora.sample_path("scitldr_a", "train")
+    pairs = training_source(path, "principal_sentence")
+    assert pairs == list(principal_sentence_examples(read_examples(path)))
+    assert pairs and all(p.summary in p.documents[0].sentences() for p in pairs)
+    short = list(read_examples(corpora.sample_path("fewsum_amazon", "train")))[:2]
+    short = [dataclasses.replace(e, documents=e.documents[:1]) for e in short]
+    short = [dataclasses.replace(e, documents=(dataclasses.replace(
+        e.documents[0], sections=(dataclasses.replace(
+            e.documents[0].sections[0], paragraphs=(("One sentence.",),)),)),)) for e in short]
+    with pytest.raises(ValueError, match="principal_sentence needs sections with passages"):
+        training_source(short, "principal_sentence")
 
 
 def test_a_run_started_before_a_new_config_field_resumes(tmp_path):
