@@ -29,9 +29,12 @@ no training split).
 import argparse
 import datetime
 import glob
+import gzip
+import itertools
 import json
 import os
 import platform
+import random
 import statistics
 import subprocess
 import sys
@@ -351,42 +354,46 @@ RUNS["flat_copy_principal_tuned_scitldr"] = dict(
 )
 
 
+def _train_lines(dataset):
+    """The non-blank JSONL lines of `dataset`'s training split, in file order."""
+    with gzip.open(data_path(dataset, "train"), "rt", encoding="utf-8") as handle:
+        return [line for line in handle if line.strip()]
+
+
+def _split_train_lines(dataset, fraction):
+    """(trained on, held out): the training lines of runs with
+    `validation_holdout=fraction`, each in file order."""
+    from keras_hsum.training import resolve_data
+
+    _, held_out = resolve_data(os.path.join(SHARED, dataset), dataset, holdout=fraction)
+    ids = {example.id for example in held_out}
+    lines = _train_lines(dataset)
+    held = [json.loads(line)["id"] in ids for line in lines]
+    return ([line for line, h in zip(lines, held) if not h],
+            [line for line, h in zip(lines, held) if h])
+
+
+def _write_train_split(folder, lines):
+    os.makedirs(folder, exist_ok=True)
+    with gzip.open(os.path.join(folder, "train.jsonl.gz"), "wt", encoding="utf-8") as handle:
+        handle.writelines(lines)
+    print(f"wrote {len(lines)} examples to {folder}")
+
+
 def prepare_reviews():
     """Writes REVIEWS/train.jsonl.gz: both FewSum training splits, alternating."""
-    import gzip
-    import itertools
-
-    sets = []
-    for dataset in ("fewsum_amazon", "fewsum_yelp"):
-        with gzip.open(data_path(dataset, "train"), "rt", encoding="utf-8") as handle:
-            sets.append([line for line in handle if line.strip()])
-    lines = [line for pair in itertools.zip_longest(*sets) for line in pair if line]
-    os.makedirs(REVIEWS, exist_ok=True)
-    with gzip.open(os.path.join(REVIEWS, "train.jsonl.gz"), "wt", encoding="utf-8") as handle:
-        handle.writelines(lines)
-    print(f"wrote {len(lines)} examples to {REVIEWS}")
+    sets = [_train_lines(dataset) for dataset in ("fewsum_amazon", "fewsum_yelp")]
+    _write_train_split(
+        REVIEWS, [line for pair in itertools.zip_longest(*sets) for line in pair if line]
+    )
 
 
 def prepare_science():
     """Writes SCIENCE/train.jsonl.gz: the ScisummNet training papers and the
     scitldr_a training papers outside flat_copy_scitldr's hold-out, shuffled."""
-    import gzip
-    import random
-
-    from keras_hsum.training import resolve_data
-
-    kept, _ = resolve_data(os.path.join(SHARED, "scitldr_a"), "scitldr_a", holdout=0.1)
-    ids = {example.id for example in kept}
-    lines = []
-    for dataset in ("scisummnet", "scitldr_a"):
-        with gzip.open(data_path(dataset, "train"), "rt", encoding="utf-8") as handle:
-            lines += [line for line in handle if line.strip() and (
-                dataset == "scisummnet" or json.loads(line)["id"] in ids)]
+    lines = _train_lines("scisummnet") + _split_train_lines("scitldr_a", 0.1)[0]
     random.Random(0).shuffle(lines)
-    os.makedirs(SCIENCE, exist_ok=True)
-    with gzip.open(os.path.join(SCIENCE, "train.jsonl.gz"), "wt", encoding="utf-8") as handle:
-        handle.writelines(lines)
-    print(f"wrote {len(lines)} examples to {SCIENCE}")
+    _write_train_split(SCIENCE, lines)
 
 
 PREPARE = {REVIEWS: prepare_reviews, SCIENCE: prepare_science}
@@ -588,17 +595,9 @@ LENGTH_FACTORS = (0.8, 1.0, 1.2)
 def holdout_file(dataset, fraction):
     """The training examples that runs with `validation_holdout=fraction`
     validated on (never trained on), as a JSONL file."""
-    import gzip
-
-    from keras_hsum.training import resolve_data
-
-    _, held_out = resolve_data(os.path.join(SHARED, dataset), dataset, holdout=fraction)
-    ids = {example.id for example in held_out}
-    with gzip.open(data_path(dataset, "train"), "rt", encoding="utf-8") as handle:
-        lines = [line for line in handle if line.strip() and json.loads(line)["id"] in ids]
     path = os.path.join(RUNS_DIR, f"holdout_{dataset}_{fraction}.jsonl")
     with open(path, "w", encoding="utf-8") as handle:
-        handle.writelines(lines)
+        handle.writelines(_split_train_lines(dataset, fraction)[1])
     return path
 
 
@@ -656,8 +655,6 @@ def baselines(dataset):
 def stored_system(dataset, system_id, name):
     """Scores outputs stored in the corpus file itself (SummEval's
     `system_summaries`, e.g. M0 = LEAD-3) with the same evaluator."""
-    import gzip
-
     from keras_hsum.data.reader import read_examples
     from keras_hsum.evaluation import report as reporting
 
