@@ -21,6 +21,8 @@ class Config(RecipeConfig):
     Attributes:
         pointer_generator: add the copy mechanism over the source tokens
             (`keras_hsum.models.copying`).
+        token_shift: add each source token's predecessor to its embedding
+            (`keras_hsum.layers.TokenShift`), so copying can follow a span.
     """
 
     dataset: str = DEFAULT_DATASET
@@ -33,6 +35,7 @@ class Config(RecipeConfig):
     max_source_length: int = 800
     max_target_length: int = 100
     pointer_generator: bool = False
+    token_shift: bool = False
 
 
 CONFIGS = {
@@ -78,6 +81,7 @@ def build_model(config, vocabulary_size):
         num_decoder_layers=config.num_decoder_layers,
         dropout=config.dropout,
         pointer_generator=config.pointer_generator,
+        token_shift=config.token_shift,
         name="flat_transformer",
     )
 

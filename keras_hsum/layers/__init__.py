@@ -21,6 +21,7 @@ from keras_hsum.layers.siamese_classifier_head import SiameseClassifierHead
 from keras_hsum.layers.siamese_classifier_head import sentence_scores
 from keras_hsum.layers.snippet_gate import SnippetGate
 from keras_hsum.layers.snippet_scorer import SnippetScorer
+from keras_hsum.layers.token_shift import TokenShift
 
 __all__ = [
     "CopyAttention",
@@ -36,6 +37,7 @@ __all__ = [
     "SiameseClassifierHead",
     "SnippetGate",
     "SnippetScorer",
+    "TokenShift",
     "coverage_loss",
     "sentence_scores",
 ]

@@ -30,6 +30,9 @@ class FlatTransformer(FlatMemorySummarizer):
         tie_embeddings: tie the output projection to the embedding.
         pointer_generator: add the copy mechanism over the N source tokens
             (`keras_hsum.models.copying`; default False).
+        token_shift: add to each source embedding a learned projection of
+            its predecessor's (`keras_hsum.layers.TokenShift`; default
+            False), which lets the copy mechanism follow a span (see there).
         pad_id, bos_id, eos_id: special ids.
 
     Inputs (dict):
@@ -58,6 +61,7 @@ class FlatTransformer(FlatMemorySummarizer):
         dropout=0.1,
         tie_embeddings=True,
         pointer_generator=False,
+        token_shift=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -71,7 +75,7 @@ class FlatTransformer(FlatMemorySummarizer):
             dropout,
             tie_embeddings,
         )
-        self._init_flat_encoder(num_encoder_layers)
+        self._init_flat_encoder(num_encoder_layers, token_shift=token_shift)
 
     def encode(self, inputs, training=False):
         """Returns `{"memory": [B,N,D], "memory_mask": bool [B,N]}` (and
@@ -88,7 +92,7 @@ class FlatTransformer(FlatMemorySummarizer):
                 f"{self.name}: `tokens` must be int [B,N] or [B,P,T], received "
                 f"shape {tuple(tokens.shape)}."
             )
-        x = self._run_encoder(self._embed_source(tokens), mask, training=training)
+        x = self._run_encoder(self._embed_source(tokens, mask), mask, training=training)
         memory = {"memory": x, "memory_mask": mask}
         if self.pointer_generator:
             memory["source_ids"] = ops.cast(tokens, "int32")
@@ -111,6 +115,7 @@ class FlatTransformer(FlatMemorySummarizer):
                 "dropout": self.dropout,
                 "tie_embeddings": self.tie_embeddings,
                 "pointer_generator": self.pointer_generator,
+                "token_shift": self.token_shift,
             }
         )
         return config

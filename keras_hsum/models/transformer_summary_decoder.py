@@ -10,6 +10,7 @@ from keras_hub.layers import TransformerDecoder
 from keras_hub.layers import TransformerEncoder
 
 from keras_hsum.layers.masking import as_bool_mask
+from keras_hsum.layers.token_shift import TokenShift
 from keras_hsum.models.copying import copy_log_probabilities
 from keras_hsum.models.copying import make_copy_layers
 from keras_hsum.models.summarizer import Summarizer
@@ -299,12 +300,19 @@ class FlatMemorySummarizer(Summarizer):
             name="decoder",
         )
 
-    def _init_flat_encoder(self, num_encoder_layers):
-        """Builds the flat source encoder after `_init_decoder`: a sinusoidal
-        position encoding, dropout, the copy layers when
+    def _init_flat_encoder(self, num_encoder_layers, token_shift=False):
+        """Builds the flat source encoder after `_init_decoder`: a
+        `TokenShift` of the source embeddings when `token_shift`, a
+        sinusoidal position encoding, dropout, the copy layers when
         `self.pointer_generator`, and `num_encoder_layers` keras-hub
         `TransformerEncoder` layers (`_embed_source`, `_run_encoder`)."""
         self.num_encoder_layers = num_encoder_layers
+        self.token_shift = bool(token_shift)
+        self.source_token_shift = (
+            TokenShift(dtype=self.dtype_policy, name="source_token_shift")
+            if self.token_shift
+            else None
+        )
         self.source_position_encoding = SinePositionEncoding(
             dtype=self.dtype_policy, name="source_position_encoding"
         )
@@ -327,10 +335,13 @@ class FlatMemorySummarizer(Summarizer):
             for i in range(num_encoder_layers)
         ]
 
-    def _embed_source(self, tokens):
-        """int [N,T] → Emb(tokens)·√D + sinusoid(position), float [N,T,D]."""
+    def _embed_source(self, tokens, mask=None):
+        """int [N,T] (+ bool mask [N,T]) → Emb(tokens)·√D (token-shifted
+        when `token_shift`) + sinusoid(position), float [N,T,D]."""
         x = self.decoder.token_embedding(tokens)
         x = x * ops.cast(math.sqrt(self.hidden_dim), x.dtype)
+        if self.source_token_shift is not None:
+            x = self.source_token_shift(x, token_mask=mask)
         return x + self.source_position_encoding(x)
 
     def _run_encoder(self, x, mask, training=False):
