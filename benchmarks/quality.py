@@ -22,8 +22,8 @@ Decoding settings are fixed per dataset from its *training* split only:
 beam 4, trigram blocking, no token repeated within 2 positions (PHT §5.2), the
 unknown piece blocked, min_length = 0.8 x the mean reference
 length in subword tokens (or the factor `choose_length` picked on a
-training hold-out, where a run sets min_length_factor), max_length the recipe's target length; exported with
---jit-compile (XLA; 5x faster on CPU, same summaries). Lead-k takes k = the
+training hold-out, where a run sets min_length_factor), max_length the
+recipe's target length; exported with --jit-compile (XLA; 5x faster on CPU, same summaries). Lead-k takes k = the
 mean number of reference sentences in the training split (3 where there is
 no training split).
 """
@@ -238,7 +238,8 @@ RUNS = {
     # general rule.
     "flat_copy_scitldr": dict(
         recipe="flat", dataset="scitldr_a", minutes=30, checkpoint="best",
-        min_length_factor=1.0, overrides={**_PARAGRAPH_MODEL, "num_encoder_layers": 2, "num_decoder_layers": 2,
+        min_length_factor=1.0,
+        overrides={**_PARAGRAPH_MODEL, "num_encoder_layers": 2, "num_decoder_layers": 2,
                    "max_source_length": 400, "max_target_length": 64,
                    "pointer_generator": True, "validation_holdout": 0.1},
     ),
@@ -363,6 +364,7 @@ RUNS["flat_copy_principal_tuned_scitldr"] = dict(
 # 0.16671 / 0.16648 at 0.8 / 1.0 / 1.2; results/quality/
 # length_choice_scitldr_a.json). At 0.8 the rows scored 28.85 / 7.18
 # (from scratch) and 31.88 / 8.38 (pretrained).
+
 # Declared before it trained: flat_copy_scitldr with one change, the
 # source token shift (`token_shift=True`, keras_hsum.layers.TokenShift),
 # added after the pretrained model was found not to copy spans: on random
@@ -589,11 +591,13 @@ def evaluate(name):
             run = RUNS[run]["init_from"]
             trained.append(run)
     base_spec = RUNS[spec.get("base", name)]
-    recipe = spec["recipe"] + (
-        " + copy" if base_spec["overrides"].get("pointer_generator") else ""
-    ) + (" + token shift" if base_spec["overrides"].get("token_shift") else "") + (
-        " + attention alignment" if "predictor" in spec else "") + (
-        f" + {RUNS[base_spec['init_from']]['pretraining']}" if "init_from" in base_spec else "")
+    parts = [spec["recipe"]]
+    parts += ["copy"] if base_spec["overrides"].get("pointer_generator") else []
+    parts += ["token shift"] if base_spec["overrides"].get("token_shift") else []
+    parts += ["attention alignment"] if "predictor" in spec else []
+    if "init_from" in base_spec:
+        parts.append(RUNS[base_spec["init_from"]]["pretraining"])
+    recipe = " + ".join(parts)
     report["training"] = {"recipe": recipe,
                           "runs": {}, "budget_minutes": 0, "minutes": 0.0, "steps": 0}
     for run in trained:

@@ -19,12 +19,9 @@ def make_inputs(rng, rank=4):
 
 
 def numpy_token_shift(x, kernel, mask=None):
-    """y_t = x_t + W^T-applied x_(t-1), row by row, with masked predecessors 0."""
+    """y_t = x_t + x_(t-1) W, row by row, with masked predecessors 0."""
     x = x.astype("float64")
-    if mask is not None:
-        masked = x * mask[..., None]
-    else:
-        masked = x
+    masked = x if mask is None else x * mask[..., None]
     y = x.copy()
     for index in np.ndindex(x.shape[:-2]):
         for t in range(1, x.shape[-2]):

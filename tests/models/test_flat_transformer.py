@@ -186,7 +186,7 @@ def test_token_shift_reads_the_previous_real_token():
     model(inputs)
     _set_token_shift_kernel(model, seed=1)
     tokens, mask = inputs["tokens"], inputs["token_mask"]
-    table = np.asarray(model.decoder.token_embedding.embeddings) * np.sqrt(16)
+    table = np.asarray(model.decoder.token_embedding.embeddings) * np.sqrt(model.hidden_dim)
     kernel = np.asarray(model.source_token_shift.kernel)
     embedded = table[tokens] * mask[..., None]
     expected = table[tokens].copy()
