@@ -39,6 +39,9 @@ class Config(RecipeConfig):
             (also pack consecutive short paragraphs, e.g. meeting turns).
         pointer_generator: add the copy mechanism (not in the paper; see
             `ParallelHierarchicalTransformer`).
+        token_shift: add each source token's predecessor to its embedding
+            (`keras_hsum.layers.TokenShift`; not in the paper), so copying
+            can follow a span.
     """
 
     dataset: str = DEFAULT_DATASET
@@ -55,6 +58,7 @@ class Config(RecipeConfig):
     rank: str = "tfidf"
     pack: str = "section"
     pointer_generator: bool = False
+    token_shift: bool = False
 
 
 CONFIGS = {
@@ -102,6 +106,7 @@ def build_model(config, vocabulary_size):
         num_paragraph_layers=config.num_paragraph_layers,
         dropout=config.dropout,
         pointer_generator=config.pointer_generator,
+        token_shift=config.token_shift,
         name="parallel_hierarchical_transformer",
     )
 

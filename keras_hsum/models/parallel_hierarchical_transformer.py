@@ -11,6 +11,7 @@ from keras_hub.layers import TransformerEncoder
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.multi_head_pooling import MultiHeadPooling
 from keras_hsum.layers.pht_decoder_layer import PHTDecoderLayer
+from keras_hsum.layers.token_shift import TokenShift
 from keras_hsum.models.copying import copy_log_probabilities
 from keras_hsum.models.copying import make_copy_layers
 from keras_hsum.models.summarizer import Summarizer
@@ -81,6 +82,10 @@ class ParallelHierarchicalTransformer(Summarizer):
         layer_norm_epsilon: LayerNorm epsilon.
         pointer_generator: add the copy mechanism (default False, as in the
             paper).
+        token_shift: add to each token embedding W_p a learned projection of
+            its predecessor's in the same paragraph row, before E
+            (`keras_hsum.layers.TokenShift`; default False, not in the
+            paper). It lets the copy head follow a span: see there.
         pad_id, bos_id, eos_id: special ids.
 
     Inputs (dict, the "paragraphs" family of `keras_hsum.data`):
@@ -121,6 +126,7 @@ class ParallelHierarchicalTransformer(Summarizer):
         tie_embeddings=True,
         layer_norm_epsilon=1e-5,
         pointer_generator=False,
+        token_shift=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -146,6 +152,7 @@ class ParallelHierarchicalTransformer(Summarizer):
         self.tie_embeddings = tie_embeddings
         self.layer_norm_epsilon = layer_norm_epsilon
         self.pointer_generator = bool(pointer_generator)
+        self.token_shift = bool(token_shift)
         self.head_dim = hidden_dim // num_heads
 
         policy = self.dtype_policy
@@ -158,6 +165,9 @@ class ParallelHierarchicalTransformer(Summarizer):
             ),
             dtype=policy,
             name="token_embedding",
+        )
+        self.source_token_shift = (
+            TokenShift(dtype=policy, name="source_token_shift") if self.token_shift else None
         )
         # E (Eq. 1), R (Eq. 6) and the decoder's positions: fixed sinusoids.
         self.token_position_encoding = SinePositionEncoding(
@@ -270,6 +280,8 @@ class ParallelHierarchicalTransformer(Summarizer):
         flat_mask = ops.reshape(token_mask, (-1, length))
         x = self.token_embedding(flat_tokens)
         x = x * ops.cast(math.sqrt(self.hidden_dim), x.dtype)
+        if self.source_token_shift is not None:
+            x = self.source_token_shift(x, token_mask=flat_mask)
         x = x + self.token_position_encoding(x)
         x = self.source_dropout(x, training=training)
         for layer in self.word_encoder_layers:
@@ -448,6 +460,7 @@ class ParallelHierarchicalTransformer(Summarizer):
                 "tie_embeddings": self.tie_embeddings,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "pointer_generator": self.pointer_generator,
+                "token_shift": self.token_shift,
             }
         )
         return config

@@ -8,6 +8,8 @@
 - `memorize`: fits a compiled model on a few examples for a number of
   epochs and returns the final masked token accuracy, measured by an
   independent numpy argmax over `model.predict` (not by Keras' metric).
+- `held_out_accuracy`, `span_task`: learning properties measured on
+  held-out examples (the span-continuation task of the token shift).
 - `real_batch`: a batch of real bundled examples for a recipe.
 """
 
@@ -135,6 +137,44 @@ def memorize(model, inputs, labels, weights, epochs, batch_size=None, loss=None,
     if isinstance(logits, dict):
         logits = logits["logits"]
     return masked_token_accuracy(logits, labels, weights)
+
+
+def held_out_accuracy(build, train, held_out, epochs, batch_size=32):
+    """Seeds 0, builds a model with `build()`, fits it on `train` = (inputs,
+    labels, weights) with Adam 1e-3 (clipnorm 1.0) and returns its masked
+    token accuracy on `held_out` (numpy argmax over `model.predict`)."""
+    from keras_hsum.models import LabelSmoothedCrossEntropy
+
+    keras.utils.set_random_seed(0)
+    model = build()
+    model.compile(optimizer=keras.optimizers.Adam(1e-3, clipnorm=1.0),
+                  loss=LabelSmoothedCrossEntropy(0.0))
+    model.fit(*train[:2], sample_weight=train[2], epochs=epochs, batch_size=batch_size,
+              verbose=0)
+    logits = model.predict(held_out[0], batch_size=64, verbose=0)
+    if isinstance(logits, dict):
+        logits = logits["logits"]
+    return masked_token_accuracy(logits, *held_out[1:])
+
+
+def span_task(count, seed, vocabulary, shape, span):
+    """numpy (inputs, labels, weights) of the span-continuation task: the
+    source is random ids of `shape` ([N] or [P,T]) and the target `span`
+    consecutive tokens cut at a random offset from one random row of its
+    last axis. After the first target token (weight 0: it needs the offset)
+    a model must find where the token it just wrote sits in the source and
+    copy the next one."""
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(4, vocabulary, (count, *shape)).astype("int32")
+    rows = tokens.reshape(count, -1, shape[-1])
+    which = rng.integers(0, rows.shape[1], count)
+    offsets = rng.integers(0, shape[-1] - span + 1, count)
+    target = np.stack([r[w, o:o + span] for r, w, o in zip(rows, which, offsets)])
+    decoder = np.concatenate([np.full((count, 1), 2, "int32"), target[:, :-1]], axis=1)
+    weights = np.ones(target.shape, "float32")
+    weights[:, 0] = 0.0
+    inputs = {"tokens": tokens, "token_mask": tokens != 0, "decoder_tokens": decoder}
+    return inputs, target, weights
 
 
 def real_batch(recipe, config, vocabulary, examples, count):

@@ -8,8 +8,10 @@ from model_test_case import assert_copy_limits
 from model_test_case import assert_save_reload
 from model_test_case import assert_step_matches_call
 from model_test_case import assert_step_matches_call_in_graph
+from model_test_case import held_out_accuracy
 from model_test_case import memorize
 from model_test_case import real_batch
+from model_test_case import span_task
 
 
 def small_model(**overrides):
@@ -120,22 +122,11 @@ def test_copy_save_reload(tmp_path):
 
 
 def _held_out_accuracy(train, held_out, epochs, vocabulary, **options):
-    """Fits a D=64 model (seed 0, Adam 1e-3, batch 32) on `train` =
-    (inputs, labels, weights) and returns its token accuracy on `held_out`."""
-    import keras
-
-    from keras_hsum.models import LabelSmoothedCrossEntropy
-    from model_test_case import masked_token_accuracy
-
-    keras.utils.set_random_seed(0)
-    model = small_model(vocabulary_size=vocabulary, hidden_dim=64, num_heads=4,
-                        intermediate_dim=128, **options)
-    model.compile(optimizer=keras.optimizers.Adam(1e-3, clipnorm=1.0),
-                  loss=LabelSmoothedCrossEntropy(0.0))
-    model.fit(*train[:2], sample_weight=train[2], epochs=epochs, batch_size=32, verbose=0)
-    logits = model.predict(held_out[0], batch_size=64, verbose=0)
-    return masked_token_accuracy(
-        logits["logits"] if isinstance(logits, dict) else logits, *held_out[1:])
+    """`held_out_accuracy` of a D=64 model built with `options`."""
+    return held_out_accuracy(
+        lambda: small_model(vocabulary_size=vocabulary, hidden_dim=64, num_heads=4,
+                            intermediate_dim=128, **options),
+        train, held_out, epochs)
 
 
 def test_copy_learns_to_copy_unseen_sequences_and_the_plain_model_does_not():
@@ -202,20 +193,9 @@ def test_token_shift_lets_the_copy_model_follow_a_span_and_the_plain_copy_model_
     model must find where the token it just wrote sits in the source and copy
     the next one. With the shift the copy model learns this within 250 steps;
     without it, it stays near chance (it can only copy by position)."""
-    vocabulary, source, span = 500, 48, 12
-
-    def span_task(count, seed):
-        rng = np.random.default_rng(seed)
-        tokens = rng.integers(4, vocabulary, (count, source)).astype("int32")
-        offsets = rng.integers(0, source - span + 1, count)
-        target = np.stack([row[o:o + span] for row, o in zip(tokens, offsets)])
-        decoder = np.concatenate([np.full((count, 1), 2, "int32"), target[:, :-1]], axis=1)
-        weights = np.ones(target.shape, "float32")
-        weights[:, 0] = 0.0  # the first token needs the offset: not scored
-        inputs = {"tokens": tokens, "token_mask": tokens != 0, "decoder_tokens": decoder}
-        return inputs, target, weights
-
-    train, held_out = span_task(8000, seed=0), span_task(128, seed=1)
+    vocabulary = 500
+    train = span_task(8000, 0, vocabulary, shape=(48,), span=12)
+    held_out = span_task(128, 1, vocabulary, shape=(48,), span=12)
     accuracy = {
         shift: _held_out_accuracy(train, held_out, 1, vocabulary, pointer_generator=True,
                                   token_shift=shift)
