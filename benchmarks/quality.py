@@ -390,6 +390,13 @@ RUNS["flat_copy_shift_goldspan"] = dict(
     overrides={**RUNS["flat_copy_goldspan"]["overrides"], "token_shift": True},
 )
 
+def _with_token_shift(base, **changes):
+    """RUNS[base] with token_shift=True added to its overrides (and the
+    spec's `changes`, e.g. an init_from of a pretraining with the shift)."""
+    return dict(RUNS[base], **changes,
+                overrides={**RUNS[base]["overrides"], "token_shift": True})
+
+
 # Declared before either trained: the principal-sentence pretraining and
 # fine-tuning above (flat_copy_principal_science -> _tuned_scitldr) with one
 # change, token_shift=True in both stages. The pretrained model without the
@@ -406,14 +413,9 @@ RUNS["flat_copy_shift_goldspan"] = dict(
 # steps in the 20 minutes. It scored 30.10 / 10.59, below the shift from
 # scratch (32.78 / 12.13): pretraining to copy the principal sentence does
 # not help a model that can already copy spans.
-RUNS["flat_copy_principal_shift_science"] = dict(
-    RUNS["flat_copy_principal_science"],
-    overrides={**RUNS["flat_copy_principal_science"]["overrides"], "token_shift": True},
-)
-RUNS["flat_copy_principal_shift_tuned_scitldr"] = dict(
-    RUNS["flat_copy_principal_tuned_scitldr"], init_from="flat_copy_principal_shift_science",
-    overrides={**RUNS["flat_copy_principal_tuned_scitldr"]["overrides"], "token_shift": True},
-)
+RUNS["flat_copy_principal_shift_science"] = _with_token_shift("flat_copy_principal_science")
+RUNS["flat_copy_principal_shift_tuned_scitldr"] = _with_token_shift(
+    "flat_copy_principal_tuned_scitldr", init_from="flat_copy_principal_shift_science")
 
 # Declared before either trained: fewsum_amazon's row of record
 # (pht_copy_loo_reviews -> pht_copy_reviews_tuned_fewsum_amazon, 29.31 /
@@ -424,14 +426,9 @@ RUNS["flat_copy_principal_shift_tuned_scitldr"] = dict(
 # checkpoint of lowest loss on the 4 held-out training products is the row
 # of record, min_length 1.0 x (the FewSum length choice). Only amazon is
 # fine-tuned: yelp's row already beats TextRank. Ran alone on the 2 cores.
-RUNS["pht_copy_shift_loo_reviews"] = dict(
-    RUNS["pht_copy_loo_reviews"],
-    overrides={**RUNS["pht_copy_loo_reviews"]["overrides"], "token_shift": True},
-)
-RUNS["pht_copy_shift_reviews_tuned_fewsum_amazon"] = dict(
-    RUNS["pht_copy_reviews_tuned_fewsum_amazon"], init_from="pht_copy_shift_loo_reviews",
-    overrides={**RUNS["pht_copy_reviews_tuned_fewsum_amazon"]["overrides"], "token_shift": True},
-)
+RUNS["pht_copy_shift_loo_reviews"] = _with_token_shift("pht_copy_loo_reviews")
+RUNS["pht_copy_shift_reviews_tuned_fewsum_amazon"] = _with_token_shift(
+    "pht_copy_reviews_tuned_fewsum_amazon", init_from="pht_copy_shift_loo_reviews")
 
 
 def _train_lines(dataset):

@@ -8,6 +8,8 @@
 - `memorize`: fits a compiled model on a few examples for a number of
   epochs and returns the final masked token accuracy, measured by an
   independent numpy argmax over `model.predict` (not by Keras' metric).
+- `assert_token_shift_contract`, `set_token_shift_kernel`: models with a
+  `TokenShift` on their source.
 - `held_out_accuracy`, `span_task`: learning properties measured on
   held-out examples (the span-continuation task of the token shift).
 - `real_batch`: a batch of real bundled examples for a recipe.
@@ -137,6 +139,24 @@ def memorize(model, inputs, labels, weights, epochs, batch_size=None, loss=None,
     if isinstance(logits, dict):
         logits = logits["logits"]
     return masked_token_accuracy(logits, labels, weights)
+
+
+def set_token_shift_kernel(model, seed=0):
+    """Gives `model.source_token_shift` a random nonzero W (it starts at
+    zero, where the shift changes nothing)."""
+    kernel = model.source_token_shift.kernel
+    kernel.assign(np.random.default_rng(seed).normal(0, 0.3, kernel.shape).astype("float32"))
+
+
+def assert_token_shift_contract(model, inputs, tmp_path):
+    """A `token_shift=True` model with a nonzero W: `step` equals teacher
+    forcing (eagerly and in-graph) and a save/reload keeps the option."""
+    model(inputs)
+    set_token_shift_kernel(model)
+    assert_step_matches_call(model, inputs)
+    assert_step_matches_call_in_graph(model, inputs)
+    restored = assert_save_reload(model, inputs, tmp_path)
+    assert restored.get_config()["token_shift"] is True
 
 
 def held_out_accuracy(build, train, held_out, epochs, batch_size=32):

@@ -8,9 +8,11 @@ from model_test_case import assert_copy_limits
 from model_test_case import assert_save_reload
 from model_test_case import assert_step_matches_call
 from model_test_case import assert_step_matches_call_in_graph
+from model_test_case import assert_token_shift_contract
 from model_test_case import held_out_accuracy
 from model_test_case import memorize
 from model_test_case import real_batch
+from model_test_case import set_token_shift_kernel
 from model_test_case import span_task
 
 
@@ -152,21 +154,9 @@ def test_copy_learns_to_copy_unseen_sequences_and_the_plain_model_does_not():
     assert accuracy[False] <= accuracy[True] - 0.3, accuracy
 
 
-def _set_token_shift_kernel(model, seed=0):
-    """A nonzero W (it starts at zero) so that the shift changes outputs."""
-    kernel = model.source_token_shift.kernel
-    kernel.assign(np.random.default_rng(seed).normal(0, 0.3, kernel.shape).astype("float32"))
-
-
 def test_token_shift_step_equals_teacher_forcing_and_save_reload(tmp_path):
     model = small_model(pointer_generator=True, token_shift=True)
-    inputs = _masked_ids_inputs()
-    model(inputs)
-    _set_token_shift_kernel(model)
-    assert_step_matches_call(model, inputs)
-    assert_step_matches_call_in_graph(model, inputs)
-    restored = assert_save_reload(model, inputs, tmp_path)
-    assert restored.get_config()["token_shift"] is True
+    assert_token_shift_contract(model, _masked_ids_inputs(), tmp_path)
 
 
 def test_token_shift_reads_the_previous_real_token():
@@ -175,7 +165,7 @@ def test_token_shift_reads_the_previous_real_token():
     model = small_model(pointer_generator=True, token_shift=True)
     inputs = _masked_ids_inputs()
     model(inputs)
-    _set_token_shift_kernel(model, seed=1)
+    set_token_shift_kernel(model, seed=1)
     tokens, mask = inputs["tokens"], inputs["token_mask"]
     table = np.asarray(model.decoder.token_embedding.embeddings) * np.sqrt(model.hidden_dim)
     kernel = np.asarray(model.source_token_shift.kernel)

@@ -10,11 +10,13 @@ from keras_hsum.models.parallel_hierarchical_transformer import (
 from model_test_case import assert_save_reload
 from model_test_case import assert_step_matches_call
 from model_test_case import assert_step_matches_call_in_graph
+from model_test_case import assert_token_shift_contract
 from model_test_case import decode_teacher_forced
 from model_test_case import held_out_accuracy
 from model_test_case import memorize
 from model_test_case import real_batch
 from model_test_case import real_positions
+from model_test_case import set_token_shift_kernel
 from model_test_case import span_task
 from model_test_case import to_numpy
 from model_test_case import with_switch_bias
@@ -234,21 +236,9 @@ def test_copy_save_reload(tmp_path):
 # ------------------------------------------------------------- token shift
 
 
-def _set_token_shift_kernel(model, seed=0):
-    """A nonzero W (it starts at zero) so that the shift changes outputs."""
-    kernel = model.source_token_shift.kernel
-    kernel.assign(np.random.default_rng(seed).normal(0, 0.3, kernel.shape).astype("float32"))
-
-
 def test_token_shift_step_equals_teacher_forcing_and_save_reload(tmp_path):
     model = small_model(pointer_generator=True, token_shift=True)
-    inputs = random_inputs(seed=5)
-    model(inputs)
-    _set_token_shift_kernel(model)
-    assert_step_matches_call(model, inputs)
-    assert_step_matches_call_in_graph(model, inputs)
-    restored = assert_save_reload(model, inputs, tmp_path)
-    assert restored.get_config()["token_shift"] is True
+    assert_token_shift_contract(model, random_inputs(seed=5), tmp_path)
 
 
 def test_token_shift_reads_the_previous_real_token_of_the_same_paragraph():
@@ -261,7 +251,7 @@ def test_token_shift_reads_the_previous_real_token_of_the_same_paragraph():
     inputs["token_mask"][0, 0, 2] = False  # a hole inside a row
     inputs["paragraph_mask"] = inputs["token_mask"].any(-1)
     model(inputs)
-    _set_token_shift_kernel(model, seed=1)
+    set_token_shift_kernel(model, seed=1)
     tokens, mask = inputs["tokens"], inputs["token_mask"]
     table = to_numpy(model.token_embedding.embeddings) * np.sqrt(model.hidden_dim)
     kernel = to_numpy(model.source_token_shift.kernel)
