@@ -20,12 +20,12 @@ benchmarks/results/quality/<dataset>/<system>.json.
 
 Decoding settings are fixed per dataset from its *training* split only:
 beam 4, trigram blocking, no token repeated within 2 positions (PHT §5.2), the
-unknown piece blocked, min_length = 0.8 x the mean reference
-length in subword tokens (or the factor `choose_length` picked on a
-training hold-out, where a run sets min_length_factor), max_length the
-recipe's target length; exported with --jit-compile (XLA; 5x faster on CPU, same summaries). Lead-k takes k = the
-mean number of reference sentences in the training split (3 where there is
-no training split).
+unknown piece blocked, min_length = 0.8 x the mean reference length in subword
+tokens (or the factor `choose_length` picked on a training hold-out, where a
+run sets min_length_factor), max_length the recipe's target length; exported
+with --jit-compile (XLA; 5x faster on CPU, same summaries). Lead-k takes k =
+the mean number of reference sentences in the training split (3 where there
+is no training split).
 """
 
 import argparse
@@ -365,6 +365,14 @@ RUNS["flat_copy_principal_tuned_scitldr"] = dict(
 # length_choice_scitldr_a.json). At 0.8 the rows scored 28.85 / 7.18
 # (from scratch) and 31.88 / 8.38 (pretrained).
 
+
+def _with_token_shift(base, **changes):
+    """RUNS[base] with token_shift=True added to its overrides (and the
+    spec's `changes`, e.g. an init_from of a pretraining with the shift)."""
+    return dict(RUNS[base], **changes,
+                overrides={**RUNS[base]["overrides"], "token_shift": True})
+
+
 # Declared before it trained: flat_copy_scitldr with one change, the
 # source token shift (`token_shift=True`, keras_hsum.layers.TokenShift),
 # added after the pretrained model was found not to copy spans: on random
@@ -374,10 +382,7 @@ RUNS["flat_copy_principal_tuned_scitldr"] = dict(
 # flat_copy_scitldr, so the two rows differ by the shift alone.
 # Ran alone on the 2 cores: hold-out loss lowest at step 3,100 (2.039,
 # minute 16.6; 2.268 without the shift), 5,497 steps in the 30 minutes.
-RUNS["flat_copy_shift_scitldr"] = dict(
-    recipe="flat", dataset="scitldr_a", minutes=30, checkpoint="best", min_length_factor=1.0,
-    overrides={**RUNS["flat_copy_scitldr"]["overrides"], "token_shift": True},
-)
+RUNS["flat_copy_shift_scitldr"] = _with_token_shift("flat_copy_scitldr")
 
 # Declared before it trained, after flat_copy_shift_scitldr scored 32.78 /
 # 12.13 (from scratch without the shift: 28.92 / 7.08): the same one-change
@@ -385,17 +390,7 @@ RUNS["flat_copy_shift_scitldr"] = dict(
 # minutes and its rules (last weights, min_length 0.8 x). Ran alone:
 # 1,060 steps (flat_copy_goldspan shared the cores and made 400); validation
 # loss 3.752 at step 400 (flat_copy_goldspan's last: 3.690), 3.496 at 1,060.
-RUNS["flat_copy_shift_goldspan"] = dict(
-    recipe="flat", dataset="qmsum_goldspan", minutes=20,
-    overrides={**RUNS["flat_copy_goldspan"]["overrides"], "token_shift": True},
-)
-
-def _with_token_shift(base, **changes):
-    """RUNS[base] with token_shift=True added to its overrides (and the
-    spec's `changes`, e.g. an init_from of a pretraining with the shift)."""
-    return dict(RUNS[base], **changes,
-                overrides={**RUNS[base]["overrides"], "token_shift": True})
-
+RUNS["flat_copy_shift_goldspan"] = _with_token_shift("flat_copy_goldspan")
 
 # Declared before either trained: the principal-sentence pretraining and
 # fine-tuning above (flat_copy_principal_science -> _tuned_scitldr) with one

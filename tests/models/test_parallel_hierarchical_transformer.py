@@ -258,7 +258,7 @@ def test_token_shift_reads_the_previous_real_token_of_the_same_paragraph():
     embedded = table[tokens] * mask[..., None]
     expected = table[tokens].copy()
     expected[:, :, 1:] += embedded[:, :, :-1] @ kernel
-    expected += numpy_sinusoid(6, 16)
+    expected += numpy_sinusoid(6, model.hidden_dim)
     words = to_numpy(model.encode(inputs)["word_memory"])
     np.testing.assert_allclose(words[mask], expected[mask], atol=1e-4)
 
