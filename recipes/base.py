@@ -49,9 +49,11 @@ class RecipeConfig:
             "leave_one_out" (self-supervised: each document of a
             multi-document input as the summary of the others) or
             "principal_sentence" (self-supervised: each passage of at most
-            250 words with its principal sentence as the summary, PEGASUS
-            style), both for pretraining before `--init-from`. Validation always uses the
-            primary reference.
+            250 words with its principal sentence as the summary, left in
+            the input) or "gap_sentence" (the same, the sentence removed
+            from the input as PEGASUS does), the last three for pretraining
+            before `--init-from`. Validation always uses the primary
+            reference.
         validation_holdout: when above 0, this fraction of the training
             examples (the last ones in file order, at least one) validates
             and picks the best checkpoint instead of the data's validation

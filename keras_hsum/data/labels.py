@@ -631,12 +631,14 @@ def principal_sentence(sentences):
     return int(np.argmax(scores))
 
 
-def principal_sentence_examples(examples, max_words=250, min_sentences=3):
+def principal_sentence_examples(examples, max_words=250, min_sentences=3, remove=False):
     """Self-supervised pairs from unlabelled text: each passage's principal
     sentence as its summary (PEGASUS's gap-sentence generation, Zhang et al.
-    2020, §3.1, in its "Ind-Orig" form: sentences scored independently, the
-    chosen one left in the input, so the pairs teach which sentence carries
-    a passage and how to copy it).
+    2020, §3.1, with "Ind-Orig" selection: sentences scored independently,
+    n-grams counted with repeats). PEGASUS removes the chosen sentence from
+    the input (`remove=True`), so the pairs teach writing a passage's gist
+    from its context; left in (the default), they teach which sentence
+    carries a passage and how to copy it.
 
     Each section of each document is cut into passages (`passages`:
     consecutive sentences, paragraph breaks ignored, at most `max_words`
@@ -650,6 +652,8 @@ def principal_sentence_examples(examples, max_words=250, min_sentences=3):
         examples: an iterable of `Example`.
         max_words: the longest passage in words (an int >= 1).
         min_sentences: the fewest sentences a passage needs (an int >= 2).
+        remove: whether the input leaves out the principal sentence (the
+            other sentences keep their order).
 
     Yields:
         `Example`s with ids `"<id>#p<i>"`, i counting the passages of one
@@ -670,7 +674,10 @@ def principal_sentence_examples(examples, max_words=250, min_sentences=3):
                     index += 1
                     if len(passage) < min_sentences:
                         continue
-                    summary = passage[principal_sentence(passage)]
+                    chosen = principal_sentence(passage)
+                    summary = passage[chosen]
+                    if remove:
+                        passage = passage[:chosen] + passage[chosen + 1:]
                     yield dataclasses.replace(
                         example,
                         id=f"{example.id}#p{index - 1}",

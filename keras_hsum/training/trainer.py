@@ -26,6 +26,7 @@ every `fit` call and clips each replica's partial gradient (see `train`).
 
 import dataclasses
 import filecmp
+import functools
 import glob
 import json
 import os
@@ -142,7 +143,7 @@ def _split_examples(path, validation_fraction):
     return examples[:-held_out], examples[-held_out:]
 
 
-TRAIN_REFERENCES = ("primary", "all", "leave_one_out", "principal_sentence")
+TRAIN_REFERENCES = ("primary", "all", "leave_one_out", "principal_sentence", "gap_sentence")
 
 
 def training_source(source, train_references):
@@ -156,8 +157,9 @@ def training_source(source, train_references):
             the summary of the others, `leave_one_out_examples`) or
             "principal_sentence" (each passage of at most 250 words with its
             principal sentence as the summary,
-            `principal_sentence_examples`); the last two use no human
-            reference. Unreadable lines are skipped and counted in
+            `principal_sentence_examples`) or "gap_sentence" (the same pairs
+            with that sentence removed from the input, as PEGASUS does); the
+            last three use no human reference. Unreadable lines are skipped and counted in
             a warning, as the pipeline would.
 
     Returns:
@@ -180,6 +182,7 @@ def training_source(source, train_references):
         "all": one_example_per_reference,
         "leave_one_out": leave_one_out_examples,
         "principal_sentence": principal_sentence_examples,
+        "gap_sentence": functools.partial(principal_sentence_examples, remove=True),
     }[train_references]
     pairs = list(expand(examples))
     if not pairs:
@@ -188,6 +191,8 @@ def training_source(source, train_references):
             + {
                 "leave_one_out": "leave_one_out needs examples with at least 3 documents.",
                 "principal_sentence": "principal_sentence needs sections with passages "
+                "of at least 3 sentences.",
+                "gap_sentence": "gap_sentence needs sections with passages "
                 "of at least 3 sentences.",
             }.get(train_references, "the training split is empty.")
         )

@@ -428,6 +428,16 @@ def test_principal_sentence_examples_on_real_papers():
         passage = list(section.paragraphs[0])
         assert pair.summary == passage[labels.principal_sentence(passage)]
         assert pair.references == (pair.summary,) and pair.title is None
+    # PEGASUS's form: the same pairs with the principal sentence taken out
+    # of the input, the other sentences in their order.
+    removed = list(labels.principal_sentence_examples(
+        papers, max_words=120, min_sentences=3, remove=True))
+    assert [(p.id, p.summary) for p in removed] == [(p.id, p.summary) for p in pairs]
+    for kept, gap in zip(pairs, removed):
+        passage = list(kept.documents[0].sentences())
+        chosen = labels.principal_sentence(passage)
+        assert list(gap.documents[0].sentences()) == passage[:chosen] + passage[chosen + 1:]
+        assert gap.summary not in gap.documents[0].sentences() or passage.count(gap.summary) > 1
     with pytest.raises(ValueError, match="`max_words` must be an int >= 1, received 0"):
         list(labels.principal_sentence_examples(papers, max_words=0))
     with pytest.raises(ValueError, match="`min_sentences` must be an int >= 2, received 1"):

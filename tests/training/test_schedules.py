@@ -128,7 +128,7 @@ def test_train_references_all_gives_one_target_per_reference(tmp_path):
     path = corpora.sample_path("fewsum_amazon", "train")
     examples = list(read_examples(path))[:4]
     assert training_source(path, "primary") == path
-    with pytest.raises(ValueError, match=r"one of \['primary', 'all', 'leave_one_out', 'principal_sentence'\], received 'every'"):
+    with pytest.raises(ValueError, match=r"one of \['primary', 'all', 'leave_one_out', 'principal_sentence', 'gap_sentence'\], received 'every'"):
         training_source(path, "every")
 
     broken = tmp_path / "train.jsonl"
@@ -172,6 +172,9 @@ def test_train_references_principal_sentence_pairs_and_empty_result():
     pairs = training_source(path, "principal_sentence")
     assert pairs == list(principal_sentence_examples(read_examples(path)))
     assert pairs and all(p.summary in p.documents[0].sentences() for p in pairs)
+    gaps = training_source(path, "gap_sentence")
+    assert gaps == list(principal_sentence_examples(read_examples(path), remove=True))
+    assert [g.summary for g in gaps] == [p.summary for p in pairs]
     short = list(read_examples(corpora.sample_path("fewsum_amazon", "train")))[:2]
     short = [dataclasses.replace(e, documents=e.documents[:1]) for e in short]
     short = [dataclasses.replace(e, documents=(dataclasses.replace(
@@ -179,6 +182,8 @@ def test_train_references_principal_sentence_pairs_and_empty_result():
             e.documents[0].sections[0], paragraphs=(("One sentence.",),)),)),)) for e in short]
     with pytest.raises(ValueError, match="principal_sentence needs sections with passages"):
         training_source(short, "principal_sentence")
+    with pytest.raises(ValueError, match="gap_sentence needs sections with passages"):
+        training_source(short, "gap_sentence")
 
 
 def test_a_run_started_before_a_new_config_field_resumes(tmp_path):
