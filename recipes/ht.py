@@ -32,6 +32,9 @@ class Config(RecipeConfig):
         graph_heads: global-attention heads that follow the graph.
         pointer_generator: add the copy mechanism (not in the paper; see
             `keras_hsum.models.copying`).
+        token_shift: add each source token's predecessor to its input
+            vector (`keras_hsum.layers.TokenShift`; not in the paper), so
+            copying can follow a span.
     """
 
     dataset: str = DEFAULT_DATASET
@@ -48,6 +51,7 @@ class Config(RecipeConfig):
     graph_kind: str | None = None
     graph_heads: tuple = ()
     pointer_generator: bool = False
+    token_shift: bool = False
 
     def __post_init__(self):
         if self.graph_kind not in (None, "similarity", "discourse"):
@@ -107,6 +111,7 @@ def build_model(config, vocabulary_size):
         graph_heads=list(config.graph_heads) or None,
         dropout=config.dropout,
         pointer_generator=config.pointer_generator,
+        token_shift=config.token_shift,
         name="hierarchical_transformer",
     )
 

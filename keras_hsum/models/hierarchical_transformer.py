@@ -12,6 +12,7 @@ from keras_hsum.layers.hierarchical_position_encoding import (
 )
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import masked_softmax
+from keras_hsum.layers.token_shift import TokenShift
 from keras_hsum.models.copying import make_copy_layers
 from keras_hsum.models.summarizer import required
 from keras_hsum.models.transformer_summary_decoder import FlatMemorySummarizer
@@ -59,6 +60,10 @@ class HierarchicalTransformer(FlatMemorySummarizer):
         pointer_generator: add the copy mechanism over the P·T memory
             tokens (not in the paper; `keras_hsum.models.copying`; default
             False).
+        token_shift: add to each token's input vector (embedding·√D +
+            position encoding) a learned projection of its predecessor's in
+            the same paragraph (`keras_hsum.layers.TokenShift`; not in the
+            paper; default False), so that copying can follow a span.
         pad_id, bos_id, eos_id: special ids.
 
     Inputs (dict):
@@ -94,6 +99,7 @@ class HierarchicalTransformer(FlatMemorySummarizer):
         dropout=0.1,
         tie_embeddings=True,
         pointer_generator=False,
+        token_shift=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -122,6 +128,7 @@ class HierarchicalTransformer(FlatMemorySummarizer):
         self.layer_schedule = layer_schedule
         self.graph_heads = graph_heads
         self.pointer_generator = bool(pointer_generator)
+        self.token_shift = bool(token_shift)
         self._init_decoder(
             vocabulary_size,
             hidden_dim,
@@ -141,6 +148,11 @@ class HierarchicalTransformer(FlatMemorySummarizer):
         # Tie source and target embeddings: one ReversibleEmbedding object
         # (Embedding.build returns early once built, so it is built once).
         self.position_encoding.token_embedding = self.decoder.token_embedding
+        self.source_token_shift = (
+            TokenShift(dtype=self.dtype_policy, name="source_token_shift")
+            if self.token_shift
+            else None
+        )
         self.source_dropout = keras.layers.Dropout(
             dropout, dtype=self.dtype_policy, name="source_dropout"
         )
@@ -208,6 +220,8 @@ class HierarchicalTransformer(FlatMemorySummarizer):
         shape = ops.shape(tokens)
         batch, paragraphs, length = shape[0], shape[1], shape[2]
         x = self.position_encoding(tokens)
+        if self.source_token_shift is not None:
+            x = self.source_token_shift(x, token_mask=token_mask)
         x = self.source_dropout(x, training=training)
         flat_mask = ops.reshape(token_mask, (batch * paragraphs, length))
         for layer in self.encoder_layers:
@@ -316,6 +330,7 @@ class HierarchicalTransformer(FlatMemorySummarizer):
                 "dropout": self.dropout,
                 "tie_embeddings": self.tie_embeddings,
                 "pointer_generator": self.pointer_generator,
+                "token_shift": self.token_shift,
             }
         )
         return config

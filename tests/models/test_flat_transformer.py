@@ -13,7 +13,7 @@ from model_test_case import held_out_accuracy
 from model_test_case import memorize
 from model_test_case import real_batch
 from model_test_case import set_token_shift_kernel
-from model_test_case import span_task
+from model_test_case import span_accuracy_by_shift
 
 
 def small_model(**overrides):
@@ -183,13 +183,10 @@ def test_token_shift_lets_the_copy_model_follow_a_span_and_the_plain_copy_model_
     model must find where the token it just wrote sits in the source and copy
     the next one. With the shift the copy model learns this within 250 steps;
     without it, it stays near chance (it can only copy by position)."""
-    vocabulary = 500
-    train = span_task(8000, 0, vocabulary, shape=(48,), span=12)
-    held_out = span_task(128, 1, vocabulary, shape=(48,), span=12)
-    accuracy = {
-        shift: _held_out_accuracy(train, held_out, 1, vocabulary, pointer_generator=True,
-                                  token_shift=shift)
-        for shift in (True, False)
-    }
+    accuracy = span_accuracy_by_shift(
+        lambda vocabulary, shift: small_model(
+            vocabulary_size=vocabulary, hidden_dim=64, num_heads=4, intermediate_dim=128,
+            pointer_generator=True, token_shift=shift),
+        shape=(48,), span=12)
     assert accuracy[True] >= 0.9, accuracy
     assert accuracy[False] <= 0.3, accuracy

@@ -1,6 +1,6 @@
 """HierarchicalTransformer: decoding contract, paragraph attention against a
 numpy transcription, graph heads, padding invariance, save/reload, errors,
-memorisation on real qmsum_goldspan examples."""
+memorisation on real qmsum_goldspan examples, copying and the token shift."""
 
 import math
 
@@ -12,9 +12,12 @@ from model_test_case import assert_copy_limits
 from model_test_case import assert_save_reload
 from model_test_case import assert_step_matches_call
 from model_test_case import assert_step_matches_call_in_graph
+from model_test_case import assert_token_shift_contract
 from model_test_case import decode_teacher_forced
 from model_test_case import memorize
 from model_test_case import real_batch
+from model_test_case import set_token_shift_kernel
+from model_test_case import span_accuracy_by_shift
 from model_test_case import to_numpy
 
 
@@ -247,3 +250,55 @@ def test_copy_save_reload(tmp_path):
     model(inputs)
     restored = assert_save_reload(model, inputs, tmp_path)
     assert restored.get_config()["pointer_generator"] is True
+
+
+# ------------------------------------------------------------- token shift
+
+
+def test_token_shift_step_equals_teacher_forcing_and_save_reload(tmp_path):
+    model = small_model(pointer_generator=True, token_shift=True)
+    assert_token_shift_contract(model, random_inputs(seed=5), tmp_path)
+
+
+def test_token_shift_feeds_the_first_layer_each_paragraph_shifted_on_its_own():
+    """The first local layer reads x_t + W x_(t-1) with x the hierarchical
+    position encoding's output, against numpy: the first token of a
+    paragraph gets nothing from the previous paragraph, and a padded
+    predecessor (a hole inside a row, a padded paragraph) contributes
+    nothing. With one local layer the memory is that layer's output."""
+    model = small_model(token_shift=True, layer_schedule="L", graph_heads=None)
+    inputs = random_inputs(seed=6, paragraphs=3, length=6)
+    inputs["token_mask"][0, 0, 2] = False
+    inputs["paragraph_mask"] = inputs["token_mask"].any(-1)
+    model(inputs)
+    set_token_shift_kernel(model, seed=1)
+    mask = inputs["token_mask"]
+    x = to_numpy(model.position_encoding(inputs["tokens"]))
+    expected = x.copy()
+    expected[:, :, 1:] += (x * mask[..., None])[:, :, :-1] @ to_numpy(
+        model.source_token_shift.kernel)
+    batch, paragraphs, length, width = x.shape
+    layer_output = to_numpy(model.encoder_layers[0](
+        expected.reshape(batch * paragraphs, length, width),
+        padding_mask=mask.reshape(batch * paragraphs, length)))
+    memory = to_numpy(model.encode(inputs)["memory"])
+    flat = mask.reshape(batch, -1)
+    np.testing.assert_allclose(
+        memory[flat], layer_output.reshape(batch, -1, width)[flat], atol=1e-4)
+
+
+def test_token_shift_lets_the_copy_model_follow_a_span_and_the_plain_copy_model_does_not():
+    """The flat model's span task (test_flat_transformer.py) on two
+    paragraphs of 24 random tokens, the target a span cut at a random offset
+    from one of them. HT copies over the flattened P·T memory, so with the
+    shift it follows spans as the flat model does: after 250 steps 0.96
+    held-out token accuracy with it, 0.05, near chance, without (PHT's
+    hierarchical copy head: 0.74)."""
+    accuracy = span_accuracy_by_shift(
+        lambda vocabulary, shift: small_model(
+            vocabulary_size=vocabulary, hidden_dim=64, num_heads=4, intermediate_dim=128,
+            layer_schedule="LG", graph_heads=None, pointer_generator=True,
+            token_shift=shift),
+        shape=(2, 24), span=10)
+    assert accuracy[True] >= 0.8, accuracy
+    assert accuracy[False] <= 0.2, accuracy

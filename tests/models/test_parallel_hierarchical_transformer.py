@@ -12,12 +12,11 @@ from model_test_case import assert_step_matches_call
 from model_test_case import assert_step_matches_call_in_graph
 from model_test_case import assert_token_shift_contract
 from model_test_case import decode_teacher_forced
-from model_test_case import held_out_accuracy
 from model_test_case import memorize
 from model_test_case import real_batch
 from model_test_case import real_positions
 from model_test_case import set_token_shift_kernel
-from model_test_case import span_task
+from model_test_case import span_accuracy_by_shift
 from model_test_case import to_numpy
 from model_test_case import with_switch_bias
 
@@ -273,16 +272,10 @@ def test_token_shift_lets_the_copy_model_follow_a_span_and_the_plain_copy_model_
     x a per-paragraph softmax, and A_para reads only the pooled paragraph
     vectors Φ, which must tell the decoder which paragraph holds the token
     it just wrote."""
-    vocabulary = 500
-    train = span_task(8000, 0, vocabulary, shape=(2, 24), span=10)
-    held_out = span_task(128, 1, vocabulary, shape=(2, 24), span=10)
-    accuracy = {
-        shift: held_out_accuracy(
-            lambda: small_model(vocabulary_size=vocabulary, hidden_dim=64, num_heads=4,
-                                intermediate_dim=128, pointer_generator=True,
-                                token_shift=shift),
-            train, held_out, epochs=1)
-        for shift in (True, False)
-    }
+    accuracy = span_accuracy_by_shift(
+        lambda vocabulary, shift: small_model(
+            vocabulary_size=vocabulary, hidden_dim=64, num_heads=4, intermediate_dim=128,
+            pointer_generator=True, token_shift=shift),
+        shape=(2, 24), span=10)
     assert accuracy[True] >= 0.6, accuracy
     assert accuracy[False] <= 0.2, accuracy
