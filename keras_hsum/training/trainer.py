@@ -186,14 +186,13 @@ def training_source(source, train_references):
     }[train_references]
     pairs = list(expand(examples))
     if not pairs:
+        passages = f"{train_references} needs sections with passages of at least 3 sentences."
         raise ValueError(
             f"train_references={train_references!r} left no training example: "
             + {
                 "leave_one_out": "leave_one_out needs examples with at least 3 documents.",
-                "principal_sentence": "principal_sentence needs sections with passages "
-                "of at least 3 sentences.",
-                "gap_sentence": "gap_sentence needs sections with passages "
-                "of at least 3 sentences.",
+                "principal_sentence": passages,
+                "gap_sentence": passages,
             }.get(train_references, "the training split is empty.")
         )
     if report.skipped:

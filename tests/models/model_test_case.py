@@ -197,15 +197,22 @@ def span_task(count, seed, vocabulary, shape, span):
     return inputs, target, weights
 
 
-def span_accuracy_by_shift(build, shape, span, vocabulary=500):
+def span_accuracy_by_shift(small_model, shape, span, vocabulary=500, **options):
     """`{True: a, False: b}`: the held-out token accuracy on `span_task`
-    (source `shape`, spans of `span`) of `build(vocabulary, token_shift)`
-    with and without the shift, each trained one epoch (250 steps) on 8,000
-    examples and scored on 128 others."""
+    (source `shape`, spans of `span`) of a D=64 copy model built by
+    `small_model(..., **options)` with and without the token shift, each
+    trained one epoch (250 steps) on 8,000 examples and scored on 128
+    others."""
     train = span_task(8000, 0, vocabulary, shape=shape, span=span)
     held_out = span_task(128, 1, vocabulary, shape=shape, span=span)
+
+    def build(shift):
+        return small_model(vocabulary_size=vocabulary, hidden_dim=64, num_heads=4,
+                           intermediate_dim=128, pointer_generator=True,
+                           token_shift=shift, **options)
+
     return {
-        shift: held_out_accuracy(lambda: build(vocabulary, shift), train, held_out, epochs=1)
+        shift: held_out_accuracy(lambda: build(shift), train, held_out, epochs=1)
         for shift in (True, False)
     }
 

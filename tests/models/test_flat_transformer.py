@@ -183,10 +183,6 @@ def test_token_shift_lets_the_copy_model_follow_a_span_and_the_plain_copy_model_
     model must find where the token it just wrote sits in the source and copy
     the next one. With the shift the copy model learns this within 250 steps;
     without it, it stays near chance (it can only copy by position)."""
-    accuracy = span_accuracy_by_shift(
-        lambda vocabulary, shift: small_model(
-            vocabulary_size=vocabulary, hidden_dim=64, num_heads=4, intermediate_dim=128,
-            pointer_generator=True, token_shift=shift),
-        shape=(48,), span=12)
+    accuracy = span_accuracy_by_shift(small_model, shape=(48,), span=12)
     assert accuracy[True] >= 0.9, accuracy
     assert accuracy[False] <= 0.3, accuracy
