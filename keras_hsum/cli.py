@@ -156,6 +156,7 @@ def _train(args):
             max_minutes=args.max_minutes,
             verbose=0 if args.quiet else 1,
             init_from=args.init_from,
+            init_checkpoint=args.init_checkpoint,
         )
     except (ValueError, NonFiniteLossError) as error:
         print(f"keras-hsum train: error: {error}", file=sys.stderr)
@@ -245,8 +246,13 @@ def build_parser():
     )
     trainer.add_argument(
         "--init-from", default=None, metavar="RUN",
-        help="warm-start (fine-tune) from this run folder's vocabulary and last "
+        help="warm-start (fine-tune) from this run folder's vocabulary and "
         "weights; the same recipe and sizes are required",
+    )
+    trainer.add_argument(
+        "--init-checkpoint", default="last", choices=("last", "best"),
+        help="which weights of --init-from: its last epoch's (model.keras, the "
+        "default) or those of its lowest validation loss (best.keras)",
     )
     trainer.add_argument("--quiet", action="store_true", help="no progress bar")
     trainer.set_defaults(handler=_train)

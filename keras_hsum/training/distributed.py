@@ -229,6 +229,7 @@ def custom_fit(
     max_minutes=None,
     extra_callbacks=(),
     init_from=None,
+    init_checkpoint="last",
 ):
     """Trains like `keras_hsum.training.train` under `MultiWorkerMirroredStrategy`.
 
@@ -251,8 +252,9 @@ def custom_fit(
         max_minutes: stop cleanly after this much training time.
         extra_callbacks: more Keras callbacks, called like `fit` calls them
             (epoch/batch begin and end, train begin and end).
-        init_from: a run folder whose last weights initialise a fresh run
+        init_from: a run folder whose weights initialise a fresh run
             (see `keras_hsum.training.train`).
+        init_checkpoint: "last" or "best": which of its weights.
 
     Returns:
         A `TrainResult`.
@@ -282,7 +284,7 @@ def custom_fit(
         done = TrainingBackup.restore(model, os.path.join(out, "backup"))
         if init_from is not None and not done:
             with strategy.scope():
-                warm_start(model, init_from)
+                warm_start(model, init_from, init_checkpoint)
         steps_per_epoch = config.steps_per_epoch
         total = config.epochs * steps_per_epoch
         budget = TimeBudget(max_minutes) if max_minutes else None

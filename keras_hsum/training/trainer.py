@@ -315,8 +315,13 @@ def build_compiled_model(recipe, config, vocabulary_size, sample_inputs):
     return model
 
 
-def resolved_config(recipe_name, config_name, config, data, strategy, init_from=None):
-    return {
+# The checkpoints of a run folder that `--init-checkpoint` names.
+INIT_CHECKPOINTS = {"last": "model.keras", "best": "best.keras"}
+
+
+def resolved_config(recipe_name, config_name, config, data, strategy, init_from=None,
+                    init_checkpoint="last"):
+    resolved = {
         "recipe": recipe_name,
         "config_name": config_name,
         "config": dataclasses.asdict(config),
@@ -324,20 +329,39 @@ def resolved_config(recipe_name, config_name, config, data, strategy, init_from=
         "strategy": strategy,
         "init_from": None if init_from is None else os.path.realpath(init_from),
     }
+    # Recorded only when it is not the default, so that run folders written
+    # before the option existed resume unchanged.
+    if init_from is not None and init_checkpoint != "last":
+        resolved["init_checkpoint"] = init_checkpoint
+    return resolved
 
 
-def warm_start(model, init_from):
-    """Loads the last weights of the run in `init_from` into `model`.
+def warm_start(model, init_from, checkpoint="last"):
+    """Loads the weights of the run in `init_from` into `model`.
+
+    Args:
+        model: the built, compiled model of the new run.
+        init_from: a run folder written by `train`.
+        checkpoint: "last" (its `model.keras`, the last epoch's weights) or
+            "best" (its `best.keras`, those of its lowest validation loss).
 
     Raises:
-        ValueError: when the run has no model.keras or its weights do not fit
-            `model` (another recipe or other sizes).
+        ValueError: for an unknown `checkpoint`, when the run has no such
+            file, or when its weights do not fit `model` (another recipe or
+            other sizes).
     """
-    path = os.path.join(init_from, "model.keras")
+    if checkpoint not in INIT_CHECKPOINTS:
+        raise ValueError(
+            f"Unknown init checkpoint {checkpoint!r}; expected one of "
+            f"{sorted(INIT_CHECKPOINTS)}."
+        )
+    path = os.path.join(init_from, INIT_CHECKPOINTS[checkpoint])
     if not os.path.exists(path):
         raise ValueError(
-            f"--init-from {init_from!r} has no model.keras: it must be a run "
-            "folder that finished at least one epoch."
+            f"--init-from {init_from!r} has no {INIT_CHECKPOINTS[checkpoint]} "
+            f"(--init-checkpoint {checkpoint}): it must be a run folder that "
+            "finished at least one epoch"
+            + (" with a validation loss." if checkpoint == "best" else ".")
         )
     # A .keras file also holds the source run's optimizer (its step count
     # and moments): the new run keeps its own fresh optimizer state, so the
@@ -463,6 +487,7 @@ def train(
     verbose=1,
     extra_callbacks=(),
     init_from=None,
+    init_checkpoint="last",
 ):
     """Trains `recipe` with `config`; resumes when `out` holds a backup.
 
@@ -478,9 +503,11 @@ def train(
         verbose: Keras verbosity (1: a progress bar).
         extra_callbacks: more Keras callbacks (after the built-in ones).
         init_from: a run folder to warm-start from (fine-tuning): its
-            vocabulary and last weights (model.keras) replace the new run's
-            vocabulary and initialisation; the optimizer starts afresh. A
-            resumed run continues from its own backup instead.
+            vocabulary and weights replace the new run's vocabulary and
+            initialisation; the optimizer starts afresh. A resumed run
+            continues from its own backup instead.
+        init_checkpoint: which weights of `init_from`: "last" (model.keras)
+            or "best" (best.keras, its lowest validation loss).
 
     Returns:
         A `TrainResult`.
@@ -488,15 +515,27 @@ def train(
     Raises:
         NonFiniteLossError: when the loss becomes NaN/inf (the last good
             backup is kept).
-        ValueError: for bad data, strategy, or a folder holding another run.
+        ValueError: for bad data, strategy or init checkpoint, or a folder
+            holding another run.
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"Unknown strategy {strategy!r}; expected one of {list(STRATEGIES)}.")
+    if init_checkpoint not in INIT_CHECKPOINTS:
+        raise ValueError(
+            f"Unknown init checkpoint {init_checkpoint!r}; expected one of "
+            f"{sorted(INIT_CHECKPOINTS)}."
+        )
+    if init_from is None and init_checkpoint != "last":
+        raise ValueError(
+            f"--init-checkpoint {init_checkpoint} chooses the weights of --init-from, "
+            "which was not given."
+        )
     os.makedirs(out, exist_ok=True)
     recipe_name = recipe_name or recipe.__name__.rsplit(".", 1)[-1]
     _check_or_write_config(
         out,
-        resolved_config(recipe_name, config_name, config, data, strategy, init_from),
+        resolved_config(recipe_name, config_name, config, data, strategy, init_from,
+                        init_checkpoint),
         defaults={field.name: field.default for field in dataclasses.fields(config)},
     )
     # MultiWorkerMirroredStrategy must be created before TensorFlow runs
@@ -550,6 +589,7 @@ def train(
             train_data=train_data, val_data=val_data, verbose=verbose,
             strategy=distribution, max_minutes=max_minutes,
             extra_callbacks=extra_callbacks, init_from=init_from,
+            init_checkpoint=init_checkpoint,
         )
 
     # The model is built on a validation batch: an iterator over
@@ -563,9 +603,9 @@ def train(
     backup_dir = os.path.join(out, "backup")
     done = TrainingBackup.restore(model, backup_dir)
     if init_from is not None and not done:
-        warm_start(model, init_from)
+        warm_start(model, init_from, init_checkpoint)
         if verbose:
-            print(f"Warm-started from {init_from}.")
+            print(f"Warm-started from {init_from} ({init_checkpoint} checkpoint).")
     total = config.epochs * config.steps_per_epoch
     budget = TimeBudget(max_minutes) if max_minutes else None
     callbacks = [

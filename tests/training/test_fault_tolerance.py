@@ -8,6 +8,7 @@ examples (tiny config, dropout 0, a backup after every step).
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -266,8 +267,9 @@ def test_nan_loss_stops_with_the_step_and_keeps_the_last_good_backup(corpus, tmp
 def test_init_from_warm_starts_from_another_runs_vocabulary_and_weights(corpus, tmp_path):
     """`--init-from`: the new run copies the source run's vocabulary and
     starts from its last weights (with a learning rate of 0 it ends exactly
-    there, while the seed's fresh initialisation is far from them); weights
-    of another size are refused with a clear error."""
+    there, while the seed's fresh initialisation is far from them), or from
+    its best.keras with `--init-checkpoint best`; a missing checkpoint and
+    weights of another size are refused with a clear error."""
     data, vocabulary = corpus
     source = new_run_folder(tmp_path / "source", vocabulary)
     result = run(train_command(RECIPE, data, source, epochs=1, steps_per_epoch=STEPS_PER_EPOCH))
@@ -297,7 +299,27 @@ def test_init_from_warm_starts_from_another_runs_vocabulary_and_weights(corpus, 
         RECIPE, data, fresh, epochs=1, steps_per_epoch=1, overrides=("learning_rate=0.0",)
     ))
     assert result.returncode == 0, result.stderr[-3000:]
-    assert max_difference(saved_weights(os.path.join(fresh, "model.keras")), source_weights) > 1e-3
+    fresh_weights = saved_weights(os.path.join(fresh, "model.keras"))
+    assert max_difference(fresh_weights, source_weights) > 1e-3
+
+    # `--init-checkpoint best` starts from best.keras, not model.keras. The
+    # two are made distinguishable by putting the fresh run's weights in the
+    # source's best.keras; with a learning rate of 0 the new run ends on them.
+    shutil.copyfile(os.path.join(fresh, "model.keras"), os.path.join(source, "best.keras"))
+    from_best = str(tmp_path / "from_best")
+    result = run(train_command(
+        RECIPE, data, from_best, epochs=1, steps_per_epoch=1, overrides=("learning_rate=0.0",)
+    ) + ["--init-from", source, "--init-checkpoint", "best"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert max_difference(saved_weights(os.path.join(from_best, "model.keras")), fresh_weights) == 0.0
+    with open(os.path.join(from_best, "config.json")) as file:
+        assert json.load(file)["init_checkpoint"] == "best"
+    os.remove(os.path.join(source, "best.keras"))
+    result = run(train_command(
+        RECIPE, data, str(tmp_path / "no_best"), epochs=1, steps_per_epoch=1,
+    ) + ["--init-from", source, "--init-checkpoint", "best"])
+    assert result.returncode == 1
+    assert "has no best.keras (--init-checkpoint best)" in result.stderr, result.stderr[-2000:]
 
     wider = str(tmp_path / "wider")
     result = run(train_command(

@@ -214,3 +214,40 @@ def test_a_run_started_before_a_new_config_field_resumes(tmp_path):
                             "/data", "default"),
             defaults=defaults,
         )
+
+
+def test_init_checkpoint_is_recorded_only_when_best_and_needs_init_from(tmp_path):
+    """A run warm-started from the last weights writes the config it wrote
+    before `--init-checkpoint` existed (so such folders resume), one from
+    the best weights records the choice and is another run; `train` refuses
+    the option without `--init-from`, or an unknown value, before it writes
+    anything."""
+    import recipes
+    from keras_hsum.training import train
+    from keras_hsum.training.trainer import _check_or_write_config
+    from keras_hsum.training.trainer import resolved_config
+
+    config = recipes.config("flat", "tiny")
+    last = resolved_config("flat", "tiny", config, "/data", "default", "/runs/a")
+    assert "init_checkpoint" not in last
+    assert "init_checkpoint" not in resolved_config(
+        "flat", "tiny", config, "/data", "default", None, "best")
+    best = resolved_config("flat", "tiny", config, "/data", "default", "/runs/a", "best")
+    assert best["init_checkpoint"] == "best"
+    out = str(tmp_path / "run")
+    os.makedirs(out)
+    _check_or_write_config(out, last)
+    _check_or_write_config(out, last)
+    with pytest.raises(ValueError, match=r"'init_checkpoint': \(None, 'best'\)"):
+        _check_or_write_config(out, best)
+
+    recipe = recipes.get("flat")
+    for options, message in (
+        ({"init_checkpoint": "best"}, "--init-checkpoint best chooses the weights of --init-from"),
+        ({"init_from": out, "init_checkpoint": "first"},
+         r"Unknown init checkpoint 'first'; expected one of \['best', 'last'\]"),
+    ):
+        fresh = str(tmp_path / "fresh")
+        with pytest.raises(ValueError, match=message):
+            train(recipe, config, out=fresh, data="/nowhere", **options)
+        assert not os.path.exists(fresh)
