@@ -748,8 +748,10 @@ def evaluate(name):
             epochs = json.load(handle)["epochs"]
         run_spec = RUNS[run]
         checkpoint = checkpoint_of(name if run == spec.get("base", name) else run)
-        minutes = epochs[-1]["seconds"] / 60 if epochs else 0.0  # cumulative
-        if checkpoint == "best" or run in started_from_best:
+        whole = epochs
+        if run in started_from_best:
+            checkpoint = "best"
+        if checkpoint == "best":
             # The weights used are those of the best validation loss:
             # report the training time and steps that produced them.
             with open(os.path.join(run_folder(run), "best.json"), encoding="utf-8") as handle:
@@ -758,13 +760,11 @@ def evaluate(name):
             # the step (recorded since best.json has one) is the exact mark.
             epochs = [e for e in epochs if e["step"] <= best["step"]] if "step" in best \
                 else [e for e in epochs if e["epoch"] <= best["epoch"]]
-            if run not in started_from_best:
-                minutes = epochs[-1]["seconds"] / 60
-            checkpoint = "best"
+        timed = whole if run in started_from_best else epochs
         report["training"]["runs"][run] = {
             "config": "tiny + " + ", ".join(f"{k}={v}" for k, v in run_spec["overrides"].items()),
             "budget_minutes": run_spec["minutes"],
-            "minutes": minutes,
+            "minutes": timed[-1]["seconds"] / 60 if timed else 0.0,  # cumulative
             "steps": epochs[-1]["step"] if epochs else 0,
             "final_val_loss": epochs[-1].get("val_loss") if epochs else None,
             "checkpoint": checkpoint,

@@ -319,6 +319,16 @@ def build_compiled_model(recipe, config, vocabulary_size, sample_inputs):
 INIT_CHECKPOINTS = {"last": "model.keras", "best": "best.keras"}
 
 
+def _init_checkpoint_file(checkpoint):
+    """The file name of `--init-checkpoint checkpoint`, or a ValueError."""
+    if checkpoint not in INIT_CHECKPOINTS:
+        raise ValueError(
+            f"Unknown init checkpoint {checkpoint!r}; expected one of "
+            f"{sorted(INIT_CHECKPOINTS)}."
+        )
+    return INIT_CHECKPOINTS[checkpoint]
+
+
 def resolved_config(recipe_name, config_name, config, data, strategy, init_from=None,
                     init_checkpoint="last"):
     resolved = {
@@ -350,15 +360,11 @@ def warm_start(model, init_from, checkpoint="last"):
             file, or when its weights do not fit `model` (another recipe or
             other sizes).
     """
-    if checkpoint not in INIT_CHECKPOINTS:
-        raise ValueError(
-            f"Unknown init checkpoint {checkpoint!r}; expected one of "
-            f"{sorted(INIT_CHECKPOINTS)}."
-        )
-    path = os.path.join(init_from, INIT_CHECKPOINTS[checkpoint])
+    name = _init_checkpoint_file(checkpoint)
+    path = os.path.join(init_from, name)
     if not os.path.exists(path):
         raise ValueError(
-            f"--init-from {init_from!r} has no {INIT_CHECKPOINTS[checkpoint]} "
+            f"--init-from {init_from!r} has no {name} "
             f"(--init-checkpoint {checkpoint}): it must be a run folder that "
             "finished at least one epoch"
             + (" with a validation loss." if checkpoint == "best" else ".")
@@ -520,11 +526,7 @@ def train(
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"Unknown strategy {strategy!r}; expected one of {list(STRATEGIES)}.")
-    if init_checkpoint not in INIT_CHECKPOINTS:
-        raise ValueError(
-            f"Unknown init checkpoint {init_checkpoint!r}; expected one of "
-            f"{sorted(INIT_CHECKPOINTS)}."
-        )
+    _init_checkpoint_file(init_checkpoint)
     if init_from is None and init_checkpoint != "last":
         raise ValueError(
             f"--init-checkpoint {init_checkpoint} chooses the weights of --init-from, "
