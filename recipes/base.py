@@ -40,6 +40,11 @@ class RecipeConfig:
         warmup_steps: Noam warm-up steps.
         label_smoothing: ε of the token cross-entropy.
         clipnorm: global gradient-norm clipping (None: off).
+        ema_momentum: when set (e.g. 0.999), the optimizer keeps an
+            exponential moving average of the weights (Polyak averaging,
+            Keras' `use_ema`): validation, `model.keras` and `best.keras`
+            use the averaged weights, training goes on from its own.
+            None: off.
         backup_every_steps: BackupAndRestore saves every this many steps.
         max_train_examples, max_val_examples: use only the first examples
             (with `train_references="all"`, the first training pairs).
@@ -74,6 +79,7 @@ class RecipeConfig:
     warmup_steps: int = 4000
     label_smoothing: float = 0.1
     clipnorm: float | None = 2.0
+    ema_momentum: float | None = None
     backup_every_steps: int = 50
     max_train_examples: int | None = None
     max_val_examples: int | None = None

@@ -1,5 +1,7 @@
-"""Training callbacks: NaN guard, crash-safe backups, time budget."""
+"""Training callbacks: NaN guard, crash-safe backups, time budget, weight
+averaging."""
 
+import contextlib
 import json
 import math
 import os
@@ -38,6 +40,97 @@ def check_finite_weights(model, what):
                 "the data, then run the same command again to resume from "
                 "the backup."
             )
+
+
+def uses_weight_averaging(model):
+    """Whether `model`'s optimizer keeps a moving average of the weights
+    (`ema_momentum` in a recipe config: Keras' `use_ema`)."""
+    optimizer = getattr(model, "optimizer", None)
+    return bool(optimizer is not None and getattr(optimizer, "use_ema", False))
+
+
+def swap_averaged_weights(model):
+    """Exchanges `model`'s trainable weights with the optimizer's moving
+    averages of them, in place: calling it twice restores both.
+
+    Each pair goes through a copy of the weight (one variable's memory at a
+    time). The pairing is the optimizer's own (`_trainable_variables` with
+    `_model_variables_moving_average`, as `keras.callbacks.SwapEMAWeights`
+    pairs them).
+    """
+    optimizer = model.optimizer
+    for variable, average in zip(
+        optimizer._trainable_variables, optimizer._model_variables_moving_average
+    ):
+        if average is None:
+            continue
+        training_value = keras.ops.copy(variable.value)
+        variable.assign(average.value)
+        average.assign(training_value)
+
+
+@contextlib.contextmanager
+def averaged_weights(model):
+    """Within the block, `model` holds the optimizer's moving average of its
+    weights (nothing changes for an optimizer without `use_ema`); the
+    training weights come back on exit, also after an exception."""
+    if not uses_weight_averaging(model):
+        yield
+        return
+    swap_averaged_weights(model)
+    try:
+        yield
+    finally:
+        swap_averaged_weights(model)
+
+
+def keep_training_weights_after_fit(optimizer):
+    """Stops `fit` from overwriting the weights with their averages.
+
+    At the end of every `fit` call Keras' optimizer replaces the model's
+    weights with their moving averages (`finalize_variable_values`). The
+    trainer may call `fit` twice (the rest of an interrupted epoch, then
+    the remaining epochs) and trains on from the training weights, so this
+    optimizer's override does nothing; the trainer finalises once, when
+    training ends. No effect without `use_ema`.
+    """
+    if getattr(optimizer, "use_ema", False):
+        optimizer.finalize_variable_values = lambda var_list: None
+
+
+def finalize_averaged_weights(model):
+    """Copies the moving averages into `model`'s weights (Keras'
+    finalisation, which `keep_training_weights_after_fit` defers to the end
+    of training). No effect without `use_ema`."""
+    if uses_weight_averaging(model):
+        type(model.optimizer).finalize_variable_values(
+            model.optimizer, model.trainable_variables
+        )
+
+
+class AveragedWeightsForValidation(keras.callbacks.Callback):
+    """Validates the moving average of the weights (`ema_momentum`).
+
+    `fit` calls `on_test_begin`/`on_test_end` of its callbacks around the
+    validation pass: the averaged weights are swapped in for it and the
+    training weights back after it, so `val_loss` (and the best checkpoint
+    it picks) measures the weights that `EpochCheckpoint` saves. No effect
+    without `use_ema`.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self._swapped = False
+
+    def on_test_begin(self, logs=None):
+        if uses_weight_averaging(self.model) and not self._swapped:
+            swap_averaged_weights(self.model)
+            self._swapped = True
+
+    def on_test_end(self, logs=None):
+        if self._swapped:
+            swap_averaged_weights(self.model)
+            self._swapped = False
 
 
 class NonFiniteLossGuard(keras.callbacks.Callback):
@@ -184,7 +277,11 @@ class TimeBudget(keras.callbacks.Callback):
 
 class EpochCheckpoint(keras.callbacks.Callback):
     """Writes `model.keras` (the last epoch) and `best.keras` (lowest
-    `monitor`) in `directory`, atomically, at every epoch end."""
+    `monitor`) in `directory`, atomically, at every epoch end.
+
+    With weight averaging (an optimizer with `use_ema`) both files hold the
+    averaged weights; the model trains on from its own weights.
+    """
 
     def __init__(self, directory, monitor="val_loss"):
         super().__init__()
@@ -197,10 +294,11 @@ class EpochCheckpoint(keras.callbacks.Callback):
                 self.best = json.load(file)["value"]
 
     def _save(self, name):
-        check_finite_weights(self.model, name)
         path = os.path.join(self.directory, name)
         temporary = os.path.join(self.directory, f"incomplete-{name}")
-        self.model.save(temporary)
+        with averaged_weights(self.model):
+            check_finite_weights(self.model, name)
+            self.model.save(temporary)
         os.replace(temporary, path)
 
     def on_epoch_end(self, epoch, logs=None):

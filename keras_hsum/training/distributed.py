@@ -49,6 +49,8 @@ from keras_hsum.training.callbacks import EpochCheckpoint
 from keras_hsum.training.callbacks import NonFiniteLossGuard
 from keras_hsum.training.callbacks import TimeBudget
 from keras_hsum.training.callbacks import TrainingBackup
+from keras_hsum.training.callbacks import averaged_weights
+from keras_hsum.training.callbacks import finalize_averaged_weights
 from keras_hsum.training.trainer import TrainResult
 from keras_hsum.training.trainer import _history
 from keras_hsum.training.trainer import _HistoryWriter
@@ -332,13 +334,15 @@ def custom_fit(
                 if model.stop_training:
                     break
             logs = {"loss": float(np.mean(losses))}
-            val_loss = _validation_loss(
-                validation_step, val_data, config.validation_steps, strategy
-            )
+            with averaged_weights(model):
+                val_loss = _validation_loss(
+                    validation_step, val_data, config.validation_steps, strategy
+                )
             if val_loss is not None:
                 logs["val_loss"] = val_loss
             callbacks.on_epoch_end(epoch, logs)
         callbacks.on_train_end()
+        finalize_averaged_weights(model)
 
         history = {}
         for entry in _history(write_dir)["epochs"]:

@@ -46,10 +46,13 @@ from keras_hsum.data.reader import read_examples
 from keras_hsum.data.vocabulary import Vocabulary
 from keras_hsum.data.vocabulary import corpus_sentences
 from keras_hsum.models.losses import LabelSmoothedCrossEntropy
+from keras_hsum.training.callbacks import AveragedWeightsForValidation
 from keras_hsum.training.callbacks import EpochCheckpoint
 from keras_hsum.training.callbacks import NonFiniteLossGuard
 from keras_hsum.training.callbacks import TimeBudget
 from keras_hsum.training.callbacks import TrainingBackup
+from keras_hsum.training.callbacks import finalize_averaged_weights
+from keras_hsum.training.callbacks import keep_training_weights_after_fit
 from keras_hsum.training.schedules import NoamSchedule
 
 STRATEGIES = ("default", "mirrored", "multi_worker")
@@ -64,7 +67,8 @@ class TrainResult:
         out: the run folder.
         steps: optimizer steps taken in total (resumed runs included).
         history: `{metric: [value per epoch]}` over all epochs of the run.
-        model: the trained model.
+        model: the trained model (with `ema_momentum`, its averaged
+            weights, as `model.keras` holds them).
         vocabulary: the run's `Vocabulary`.
         stopped_early: True when the time budget stopped training.
     """
@@ -269,8 +273,17 @@ def make_strategy(kind):
 
 
 def make_optimizer(config):
-    """Adam with the Noam schedule, or Adagrad, with global-norm clipping."""
+    """Adam with the Noam schedule, or Adagrad, with global-norm clipping and,
+    given `config.ema_momentum`, a moving average of the weights."""
     clip = {"global_clipnorm": config.clipnorm} if config.clipnorm else {}
+    momentum = getattr(config, "ema_momentum", None)
+    if momentum is not None:
+        if not 0.0 < momentum < 1.0:
+            raise ValueError(
+                f"ema_momentum must lie strictly between 0 and 1 (e.g. 0.999), "
+                f"or be None for no weight averaging; received {momentum!r}."
+            )
+        clip.update(use_ema=True, ema_momentum=momentum)
     if config.optimizer == "adam":
         schedule = NoamSchedule(
             hidden_dim=getattr(config, "hidden_dim", 256),
@@ -312,6 +325,7 @@ def build_compiled_model(recipe, config, vocabulary_size, sample_inputs):
         weighted_metrics=recipe_metrics(recipe, config),
     )
     model.optimizer.build(model.trainable_variables)
+    keep_training_weights_after_fit(model.optimizer)
     return model
 
 
@@ -612,6 +626,7 @@ def train(
     budget = TimeBudget(max_minutes) if max_minutes else None
     callbacks = [
         NonFiniteLossGuard(),
+        AveragedWeightsForValidation(),
         EpochCheckpoint(out),
         _HistoryWriter(out),
         # After the checkpoint and history: the epoch-end backup commits
@@ -652,6 +667,9 @@ def train(
         if now == done:
             break
         done = now
+    # The returned model holds what model.keras holds: with ema_momentum,
+    # the averaged weights (the backup keeps the training weights).
+    finalize_averaged_weights(model)
     history = {}
     for entry in _history(out)["epochs"]:
         for key, value in entry.items():
