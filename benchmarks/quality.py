@@ -891,10 +891,10 @@ LENGTH_GROUPS = {
 # repeat a piece within 2 positions, which the window-2 block cannot
 # write; of the 336 repeated pieces 196 are the hyphen of "state-of-the-art"
 # or "end-to-end" ('-', 'of', '-', 132 references) and 36 the comma, which
-# PHT §5.2 exempts and the export does not. So the window is chosen on the same 199 held-out
-# training papers (validation not read) between 2 (every row so far) and 0
-# (off; trigram blocking stays), pooled over the two best shift rows at
-# their own 1.4 x. The window picked becomes both rows' block_recent and
+# PHT §5.2 exempts and the export does not. So the window is chosen on the
+# same 199 held-out training papers (validation not read) between 2 (every
+# row so far) and 0 (off; trigram blocking stays), pooled over the two best
+# shift rows at their own 1.4 x. The window picked becomes both rows' block_recent and
 # the rows are re-scored with it; their scores at 2 stay in the README.
 # It kept 2 (pooled mean hold-out R1/R2 F1 0.2085 at 2, 0.2068 at 0;
 # results/quality/recent_choice_scitldr_a_shift.json; hold-out R1/R2 at 2 /
@@ -1125,16 +1125,13 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.step == "table":
         table()
-    elif args.step == "choose_length":
-        if args.target not in LENGTH_GROUPS:
-            parser.error(f"expected a group among {', '.join(LENGTH_GROUPS)}; "
+    elif args.step in ("choose_length", "choose_recent"):
+        groups, choose = {"choose_length": (LENGTH_GROUPS, choose_length),
+                          "choose_recent": (RECENT_GROUPS, choose_recent)}[args.step]
+        if args.target not in groups:
+            parser.error(f"expected a group among {', '.join(groups)}; "
                          f"received {args.target!r}")
-        choose_length(args.target)
-    elif args.step == "choose_recent":
-        if args.target not in RECENT_GROUPS:
-            parser.error(f"expected a group among {', '.join(RECENT_GROUPS)}; "
-                         f"received {args.target!r}")
-        choose_recent(args.target)
+        choose(args.target)
     elif args.step == "all":
         for dataset in DATASETS:
             baselines(dataset)
