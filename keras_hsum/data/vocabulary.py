@@ -163,6 +163,27 @@ class Vocabulary:
     def id_to_piece(self, piece_id):
         return self._processor.id_to_piece(int(piece_id))
 
+    def piece_to_id(self, piece):
+        """The id of `piece`, spelled as the model spells it ("," or
+        "▁the": a leading "▁" marks a word start).
+
+        Raises:
+            ValueError: the model has no such piece (SentencePiece itself
+                would silently return the unknown id).
+        """
+        piece_id = self._processor.piece_to_id(piece)
+        if piece_id != self.unk_id or piece == self._processor.id_to_piece(piece_id):
+            return piece_id
+        bare = piece.lstrip("▁")
+        near = [
+            other for other in (bare, "▁" + bare)
+            if other != piece and self._processor.piece_to_id(other) != self.unk_id
+        ]
+        raise ValueError(
+            f"{piece!r} is not a piece of this vocabulary ({self.vocabulary_size} "
+            "pieces)." + (f" It has {near[0]!r}." if near else "")
+        )
+
     def keras_hub_tokenizer(self, sequence_length=None):
         """The in-graph tokenizer on the same model.
 

@@ -124,7 +124,8 @@ def build_module(model, structurer, *, search=None, predictor=None, k=3,
 
 def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
                max_length=None, min_length=0, length_alpha=None, block_ngrams=0,
-               block_recent=0, alignment_beta=0.8, serving_root="/models",
+               block_recent=0, recent_exceptions=(), alignment_beta=0.8,
+               serving_root="/models",
                jit_compile=False, block_unknown=True, extract_sentences=None,
                checkpoint="last"):
     """Exports a trained run as `<out>/<version>/` (see `keras-hsum export`).
@@ -138,6 +139,8 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
         beam_size, max_length, min_length, length_alpha, block_ngrams,
             block_recent, alignment_beta: `SearchOptions`; `max_length`
             defaults to the recipe's `max_target_length - 1`.
+        recent_exceptions: pieces of the run's vocabulary that
+            `block_recent` lets repeat (PHT §5.2 exempts the comma: ",").
         extract_sentences: SHTE only: sentences per extract (default: the
             run's `extract_sentences`).
         block_unknown: never generate the vocabulary's unknown piece
@@ -168,11 +171,15 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
             )
     if max_length is None:
         max_length = max(1, int(getattr(config, "max_target_length", 101)) - 1)
+    try:
+        exception_ids = tuple(vocabulary.piece_to_id(piece) for piece in recent_exceptions)
+    except ValueError as error:
+        raise ValueError(f"--recent-exception: {error}") from None
     search = SearchOptions(
         beam_size=beam_size, max_length=max_length, min_length=min_length,
         length_alpha=length_alpha, block_ngrams=block_ngrams,
-        block_recent=block_recent, alignment_beta=alignment_beta,
-        blocked_ids=(vocabulary.unk_id,) if block_unknown else (),
+        block_recent=block_recent, recent_exceptions=exception_ids,
+        alignment_beta=alignment_beta, blocked_ids=(vocabulary.unk_id,) if block_unknown else (),
     )
     module = build_module(
         model, structurer, search=search, predictor=predictor,
@@ -190,6 +197,7 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
         "predictor_run": os.path.abspath(predictor_run) if predictor_run else None,
         "structure_options": options,
         "search": None if isinstance(model, SHTE) else search.to_dict(),
+        "recent_exception_pieces": list(recent_exceptions),
         "jit_compile": bool(jit_compile),
     }
     return export_saved_model(
@@ -204,7 +212,8 @@ def _export(args):
             version=args.version, beam_size=args.beam_size,
             max_length=args.max_length, min_length=args.min_length,
             length_alpha=args.length_alpha, block_ngrams=args.block_ngrams,
-            block_recent=args.block_recent, alignment_beta=args.alignment_beta,
+            block_recent=args.block_recent, recent_exceptions=args.recent_exception or (),
+            alignment_beta=args.alignment_beta,
             serving_root=None if args.serving_root == "" else args.serving_root,
             jit_compile=args.jit_compile, block_unknown=not args.allow_unknown,
             extract_sentences=args.extract_sentences,
@@ -414,6 +423,11 @@ def add_parsers(subparsers):
     )
     export.add_argument("--block-ngrams", type=int, default=0, help="n-gram blocking (0: off)")
     export.add_argument("--block-recent", type=int, default=0, help="recent-token blocking window")
+    export.add_argument(
+        "--recent-exception", action="append", metavar="PIECE",
+        help="a vocabulary piece --block-recent lets repeat (repeatable; "
+        "PHT blocks all but the comma: --recent-exception ,)",
+    )
     export.add_argument(
         "--allow-unknown", action="store_true",
         help="let the search generate the unknown piece (blocked by default: "

@@ -152,6 +152,28 @@ def test_decode_drops_padding_bos_and_eos(vocabulary):
     assert vocabulary.decode(ids) == "Hierarchical transformers summarize documents."
 
 
+def test_piece_to_id_refuses_what_sentencepiece_maps_to_unknown(vocabulary, real_examples):
+    processor = sentencepiece.SentencePieceProcessor(model_proto=vocabulary.proto)
+    # Every piece of real encoded text maps back to its own id.
+    ids = vocabulary.encode(real_sentences(real_examples)[0])
+    for piece_id in ids:
+        assert vocabulary.piece_to_id(processor.id_to_piece(piece_id)) == piece_id
+    assert vocabulary.piece_to_id(",") == processor.piece_to_id(",") != vocabulary.unk_id
+    assert vocabulary.piece_to_id("<unk>") == vocabulary.unk_id
+    # A word-start piece whose bare spelling is no piece: SentencePiece
+    # answers the unknown id for it, piece_to_id refuses and names the other.
+    bare = next(
+        piece[1:] for piece in map(processor.id_to_piece, range(len(processor)))
+        if piece.startswith("▁") and len(piece) > 2
+        and processor.piece_to_id(piece[1:]) == vocabulary.unk_id
+    )
+    with pytest.raises(ValueError, match=f"'{bare}' is not a piece of this vocabulary "
+                       rf"\(4000 pieces\)\. It has '▁{bare}'\."):
+        vocabulary.piece_to_id(bare)
+    with pytest.raises(ValueError, match="'qqqzzz' is not a piece"):
+        vocabulary.piece_to_id("qqqzzz")
+
+
 def test_encode_batch_matches_encode(vocabulary, real_examples):
     texts = real_sentences(real_examples)[:50]
     assert vocabulary.encode_batch(texts) == [vocabulary.encode(t) for t in texts]

@@ -151,6 +151,34 @@ def test_summarize_matches_the_loaded_signature(exported, tmp_path):
     assert result["summary"] == direct["summary"].numpy()[0]
 
 
+def test_export_lets_the_named_pieces_repeat(tmp_path, capsys, pht_run, vocabulary):
+    import sentencepiece
+
+    from keras_hsum.decoding import RecentTokenBlocking
+    from keras_hsum.export.serving import SearchOptions
+    from keras_hsum.export.serving import read_metadata
+
+    out = tmp_path / "pht"
+    assert run_command("export", "--run", pht_run, "--out", out, "--beam-size", "1",
+                       "--block-recent", "2", "--recent-exception", ",",
+                       "--recent-exception", "-") == 0
+    metadata = read_metadata(out / "1")
+    search = metadata["search"]
+    processor = sentencepiece.SentencePieceProcessor(model_proto=vocabulary.proto)
+    expected = [processor.piece_to_id(","), processor.piece_to_id("-")]
+    assert vocabulary.unk_id not in expected
+    assert search["recent_exceptions"] == expected
+    assert metadata["recent_exception_pieces"] == [",", "-"]
+    (term,) = [t for t in SearchOptions(**search).terms({})
+               if isinstance(t, RecentTokenBlocking)]
+    assert term.window == 2 and term.exceptions == tuple(expected)
+    # A piece the vocabulary lacks (SentencePiece would map it to <unk>).
+    assert run_command("export", "--run", pht_run, "--out", out,
+                       "--recent-exception", "qqqzzz") == 1
+    assert "--recent-exception: 'qqqzzz' is not a piece" in capsys.readouterr().err
+    assert sorted(os.listdir(out)) == ["1"]
+
+
 def test_export_errors_are_clear(tmp_path, capsys, pht_run):
     (tmp_path / "incomplete").mkdir()
     assert run_command("export", "--run", tmp_path / "incomplete",
