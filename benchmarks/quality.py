@@ -909,18 +909,19 @@ LENGTH_GROUPS = {
 
 
 # The runs whose recent-token blocking `choose_recent` picks together, and
-# the options it tries (a window, or a window with pieces that may repeat). Declared before it ran, after
-# flat_copy_shift_ema_scitldr scored: blocking a repeat of the last 2
-# tokens forbids what scientific TLDRs write. Read on the *training*
-# references with the run's vocabulary: 250 of scitldr_a's 1,992 (12.6%)
-# repeat a piece within 2 positions, which the window-2 block cannot
-# write; of the 336 repeated pieces 196 are the hyphen of "state-of-the-art"
-# or "end-to-end" ('-', 'of', '-', 132 references) and 36 the comma, which
-# PHT §5.2 exempts and the export does not. So the window is chosen on the
-# same 199 held-out training papers (validation not read) between 2 (every
-# row so far) and 0 (off; trigram blocking stays), pooled over the two best
-# shift rows at their own 1.4 x. The window picked becomes both rows' block_recent and
-# the rows are re-scored with it; their scores at 2 stay in the README.
+# the options it tries (a window, or a window with pieces that may repeat).
+# Declared before it ran, after flat_copy_shift_ema_scitldr scored:
+# blocking a repeat of the last 2 tokens forbids what scientific TLDRs
+# write. Read on the *training* references with the run's vocabulary: 250
+# of scitldr_a's 1,992 (12.6%) repeat a piece within 2 positions, which the
+# window-2 block cannot write; of the 336 repeated pieces 196 are the
+# hyphen of "state-of-the-art" or "end-to-end" ('-', 'of', '-', 132
+# references) and 36 the comma, which PHT §5.2 exempts and the export does
+# not. So the window is chosen on the same 199 held-out training papers
+# (validation not read) between 2 (every row so far) and 0 (off; trigram
+# blocking stays), pooled over the two best shift rows at their own 1.4 x.
+# The window picked becomes both rows' block_recent and the rows are
+# re-scored with it; their scores at 2 stay in the README.
 # It kept 2 (pooled mean hold-out R1/R2 F1 0.2085 at 2, 0.2068 at 0;
 # results/quality/recent_choice_scitldr_a_shift.json; hold-out R1/R2 at 2 /
 # 0: flat_copy_shift_scitldr 31.06 / 10.97, 30.90 / 10.70; the averaged row

@@ -66,11 +66,7 @@ class Vocabulary:
             ("title_id", "paragraph_id", "sentence_id", "document_id"),
             SEPARATORS,
         ):
-            piece_id = self._processor.piece_to_id(key)
-            known = piece_id != self.unk_id and self._processor.id_to_piece(
-                piece_id
-            ) == key
-            setattr(self, name, piece_id if known else None)
+            setattr(self, name, self._lookup(key))
         if self.pad_id < 0:
             raise ValueError(
                 "This SentencePiece model has no padding piece (pad_id=-1); "
@@ -163,6 +159,12 @@ class Vocabulary:
     def id_to_piece(self, piece_id):
         return self._processor.id_to_piece(int(piece_id))
 
+    def _lookup(self, piece):
+        """The id of `piece`, or None where SentencePiece answers the
+        unknown id for a piece it does not have."""
+        piece_id = self._processor.piece_to_id(piece)
+        return piece_id if self._processor.id_to_piece(piece_id) == piece else None
+
     def piece_to_id(self, piece):
         """The id of `piece`, spelled as the model spells it ("," or
         "▁the": a leading "▁" marks a word start).
@@ -171,13 +173,13 @@ class Vocabulary:
             ValueError: the model has no such piece (SentencePiece itself
                 would silently return the unknown id).
         """
-        piece_id = self._processor.piece_to_id(piece)
-        if piece_id != self.unk_id or piece == self._processor.id_to_piece(piece_id):
+        piece_id = self._lookup(piece)
+        if piece_id is not None:
             return piece_id
         bare = piece.lstrip("▁")
         near = [
             other for other in (bare, "▁" + bare)
-            if other != piece and self._processor.piece_to_id(other) != self.unk_id
+            if other != piece and self._lookup(other) is not None
         ]
         raise ValueError(
             f"{piece!r} is not a piece of this vocabulary ({self.vocabulary_size} "
