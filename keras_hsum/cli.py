@@ -252,7 +252,8 @@ def build_parser():
     trainer.add_argument(
         "--init-checkpoint", default="last", choices=("last", "best"),
         help="which weights of --init-from: its last epoch's (model.keras, the "
-        "default) or those of its lowest validation loss (best.keras)",
+        "default) or those of its best validation loss, or of its "
+        "checkpoint_monitor (best.keras)",
     )
     trainer.add_argument("--quiet", action="store_true", help="no progress bar")
     trainer.set_defaults(handler=_train)

@@ -65,6 +65,10 @@ class RecipeConfig:
             split, which training then never reads: it stays unseen for
             evaluation. 0: the data's validation split (a folder without
             one, or a single file, holds out its last 10%).
+        checkpoint_monitor: what picks `best.keras` among the epochs:
+            "val_loss" (the lowest validation loss) or "val_accuracy" (the
+            highest validation token accuracy; the default strategy only,
+            and a recipe whose metrics include "accuracy").
         seed: shuffling and initialisation seed.
     """
 
@@ -85,6 +89,7 @@ class RecipeConfig:
     max_val_examples: int | None = None
     train_references: str = "primary"
     validation_holdout: float = 0.0
+    checkpoint_monitor: str = "val_loss"
     seed: int = 0
 
     def replace(self, **changes):

@@ -29,7 +29,8 @@ import sys
 RUN_CONFIG = "config.json"
 RUN_MODEL = "model.keras"
 # `keras-hsum train` writes the last weights to model.keras and the weights
-# of the best validation loss so far to best.keras.
+# of the best validation loss (or the run's checkpoint_monitor) so far to
+# best.keras.
 CHECKPOINTS = {"last": RUN_MODEL, "best": "best.keras"}
 RUN_VOCABULARY = "vocabulary.model"
 
@@ -41,7 +42,8 @@ def load_run(run, checkpoint="last"):
     Args:
         run: a `keras-hsum train` output folder.
         checkpoint: "last" (model.keras, the weights training ended with)
-            or "best" (best.keras, the lowest validation loss).
+            or "best" (best.keras, the lowest validation loss or the run's
+            checkpoint_monitor).
 
     Raises:
         ValueError: the folder lacks config.json / the checkpoint /

@@ -280,23 +280,47 @@ class TimeBudget(keras.callbacks.Callback):
             self.stopped_at_step = int(np.asarray(self.model.optimizer.iterations))
 
 
-class EpochCheckpoint(keras.callbacks.Callback):
-    """Writes `model.keras` (the last epoch) and `best.keras` (lowest
-    `monitor`) in `directory`, atomically, at every epoch end.
+# What may pick `best.keras`, and which way is better.
+CHECKPOINT_MONITORS = {"val_loss": "min", "val_accuracy": "max"}
 
-    With weight averaging (an optimizer with `use_ema`) both files hold the
-    averaged weights; the model trains on from its own weights.
+
+class EpochCheckpoint(keras.callbacks.Callback):
+    """Writes `model.keras` (the last epoch) and `best.keras` (the best
+    `monitor`: the lowest `val_loss` or the highest `val_accuracy`) in
+    `directory`, atomically, at every epoch end.
+
+    `best.json` records the monitor, its best value and that epoch's epoch
+    and optimizer step; a resumed run continues from it and refuses a
+    folder whose best checkpoint another monitor picked. With weight
+    averaging (an optimizer with `use_ema`) both files hold the averaged
+    weights; the model trains on from its own weights.
     """
 
     def __init__(self, directory, monitor="val_loss"):
         super().__init__()
+        if monitor not in CHECKPOINT_MONITORS:
+            raise ValueError(
+                f"`checkpoint_monitor` must be one of {list(CHECKPOINT_MONITORS)}, "
+                f"received {monitor!r}."
+            )
         self.directory = directory
         self.monitor = monitor
+        # Values are compared as sign · value, lower is better.
+        self._sign = 1.0 if CHECKPOINT_MONITORS[monitor] == "min" else -1.0
         self.best = math.inf
         state = os.path.join(directory, "best.json")
         if os.path.exists(state):
             with open(state) as file:
-                self.best = json.load(file)["value"]
+                saved = json.load(file)
+            # Folders written before the monitor was recorded used val_loss.
+            if saved.get("monitor", "val_loss") != monitor:
+                raise ValueError(
+                    f"{directory!r} picked its best.keras by "
+                    f"{saved.get('monitor', 'val_loss')}; this run asks for "
+                    f"{monitor}. Resume with the same checkpoint_monitor or "
+                    "choose a new --out."
+                )
+            self.best = self._sign * saved["value"]
 
     def _save(self, name):
         path = os.path.join(self.directory, name)
@@ -310,11 +334,20 @@ class EpochCheckpoint(keras.callbacks.Callback):
         logs = logs or {}
         self._save("model.keras")
         value = logs.get(self.monitor)
-        if value is not None and float(value) < self.best:
-            self.best = float(value)
+        if value is None:
+            validated = sorted(key for key in logs if key.startswith("val_"))
+            if validated:
+                raise ValueError(
+                    f"The checkpoint monitor {self.monitor!r} is not among this "
+                    f"epoch's validation results {validated}: the recipe does "
+                    "not compute it (or this training loop does not report it)."
+                )
+            return  # no validation this epoch
+        if self._sign * float(value) < self.best:
+            self.best = self._sign * float(value)
             self._save("best.keras")
             _atomic_write_json(
                 os.path.join(self.directory, "best.json"),
-                {"value": self.best, "epoch": epoch + 1, "monitor": self.monitor,
+                {"value": float(value), "epoch": epoch + 1, "monitor": self.monitor,
                  "step": int(np.asarray(self.model.optimizer.iterations))},
             )

@@ -11,7 +11,8 @@
    `strategy.scope()`;
 4. restores the last backup (`out/backup/`) and fits the remaining steps
    with a progress bar, TensorBoard logs (`out/logs/`), `out/history.json`,
-   `out/model.keras` (last epoch) and `out/best.keras` (lowest val_loss).
+   `out/model.keras` (last epoch) and `out/best.keras` (lowest val_loss, or
+   the config's `checkpoint_monitor`).
 
 Strategies: "default" (one device, `model.fit`), "mirrored"
 (`MirroredStrategy` over the local GPUs, or over the logical CPU devices
@@ -47,6 +48,7 @@ from keras_hsum.data.vocabulary import Vocabulary
 from keras_hsum.data.vocabulary import corpus_sentences
 from keras_hsum.models.losses import LabelSmoothedCrossEntropy
 from keras_hsum.training.callbacks import AveragedWeightsForValidation
+from keras_hsum.training.callbacks import CHECKPOINT_MONITORS
 from keras_hsum.training.callbacks import EpochCheckpoint
 from keras_hsum.training.callbacks import NonFiniteLossGuard
 from keras_hsum.training.callbacks import TimeBudget
@@ -540,6 +542,18 @@ def train(
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"Unknown strategy {strategy!r}; expected one of {list(STRATEGIES)}.")
+    monitor = getattr(config, "checkpoint_monitor", "val_loss")
+    if monitor not in CHECKPOINT_MONITORS:
+        raise ValueError(
+            f"`checkpoint_monitor` must be one of {list(CHECKPOINT_MONITORS)}, "
+            f"received {monitor!r}."
+        )
+    if monitor != "val_loss" and strategy != "default":
+        raise ValueError(
+            f"checkpoint_monitor={monitor!r} needs the default strategy: the "
+            f"{strategy} training loop validates the loss only. Use "
+            "checkpoint_monitor='val_loss' or strategy 'default'."
+        )
     _init_checkpoint_file(init_checkpoint)
     if init_from is None and init_checkpoint != "last":
         raise ValueError(
@@ -627,7 +641,7 @@ def train(
     callbacks = [
         NonFiniteLossGuard(),
         AveragedWeightsForValidation(),
-        EpochCheckpoint(out),
+        EpochCheckpoint(out, monitor=monitor),
         _HistoryWriter(out),
         # After the checkpoint and history: the epoch-end backup commits
         # the epoch only once they are written.
