@@ -284,6 +284,15 @@ class TimeBudget(keras.callbacks.Callback):
 CHECKPOINT_MONITORS = {"val_loss": "min", "val_accuracy": "max"}
 
 
+def check_checkpoint_monitor(monitor):
+    """Raises ValueError unless `monitor` is one of CHECKPOINT_MONITORS."""
+    if monitor not in CHECKPOINT_MONITORS:
+        raise ValueError(
+            f"`checkpoint_monitor` must be one of {list(CHECKPOINT_MONITORS)}, "
+            f"received {monitor!r}."
+        )
+
+
 class EpochCheckpoint(keras.callbacks.Callback):
     """Writes `model.keras` (the last epoch) and `best.keras` (the best
     `monitor`: the lowest `val_loss` or the highest `val_accuracy`) in
@@ -298,11 +307,7 @@ class EpochCheckpoint(keras.callbacks.Callback):
 
     def __init__(self, directory, monitor="val_loss"):
         super().__init__()
-        if monitor not in CHECKPOINT_MONITORS:
-            raise ValueError(
-                f"`checkpoint_monitor` must be one of {list(CHECKPOINT_MONITORS)}, "
-                f"received {monitor!r}."
-            )
+        check_checkpoint_monitor(monitor)
         self.directory = directory
         self.monitor = monitor
         # Values are compared as sign · value, lower is better.

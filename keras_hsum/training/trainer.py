@@ -48,11 +48,11 @@ from keras_hsum.data.vocabulary import Vocabulary
 from keras_hsum.data.vocabulary import corpus_sentences
 from keras_hsum.models.losses import LabelSmoothedCrossEntropy
 from keras_hsum.training.callbacks import AveragedWeightsForValidation
-from keras_hsum.training.callbacks import CHECKPOINT_MONITORS
 from keras_hsum.training.callbacks import EpochCheckpoint
 from keras_hsum.training.callbacks import NonFiniteLossGuard
 from keras_hsum.training.callbacks import TimeBudget
 from keras_hsum.training.callbacks import TrainingBackup
+from keras_hsum.training.callbacks import check_checkpoint_monitor
 from keras_hsum.training.callbacks import finalize_averaged_weights
 from keras_hsum.training.callbacks import keep_training_weights_after_fit
 from keras_hsum.training.schedules import NoamSchedule
@@ -543,11 +543,7 @@ def train(
     if strategy not in STRATEGIES:
         raise ValueError(f"Unknown strategy {strategy!r}; expected one of {list(STRATEGIES)}.")
     monitor = getattr(config, "checkpoint_monitor", "val_loss")
-    if monitor not in CHECKPOINT_MONITORS:
-        raise ValueError(
-            f"`checkpoint_monitor` must be one of {list(CHECKPOINT_MONITORS)}, "
-            f"received {monitor!r}."
-        )
+    check_checkpoint_monitor(monitor)
     if monitor != "val_loss" and strategy != "default":
         raise ValueError(
             f"checkpoint_monitor={monitor!r} needs the default strategy: the "
