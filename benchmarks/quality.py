@@ -680,9 +680,11 @@ RUNS["pht_copy_bothsets_tuned_fewsum_amazon"] = dict(
 # the accuracy was highest at step 4,200 (0.3218, minute 13). Hold-out
 # 31.16 / 10.98, pooled 0.21068 > 0.21015 (results/quality/
 # row_choice_scitldr_a_monitor.json), so it is the row of record. It scored
-# 33.59 / 12.47: +0.33 / +0.48 on flat_copy_shift_scitldr, below TextRank.
+# 33.59 / 12.47 at 1.4 x: +0.33 / +0.48 on flat_copy_shift_scitldr, below
+# TextRank. Its factor was then chosen again (1.2 x, see LENGTH_GROUPS):
+# 33.35 / 12.43.
 RUNS["flat_copy_shift_acc_scitldr"] = dict(
-    RUNS["flat_copy_shift_allholdout_scitldr"],
+    RUNS["flat_copy_shift_allholdout_scitldr"], min_length_factor=1.2,
     overrides={**RUNS["flat_copy_shift_allholdout_scitldr"]["overrides"],
                "checkpoint_monitor": "val_accuracy"},
 )
@@ -998,6 +1000,9 @@ LENGTH_GROUPS = {
     # the validation split is not read). The factor picked becomes its
     # min_length_factor and it is re-scored; its score at 1.4 x stays in the
     # README.
+    # It picked 1.2 (hold-out 0.2117 / 0.2107 / 0.2086 at 1.2 / 1.4 / 1.6;
+    # results/quality/length_choice_scitldr_a_acc.json). Re-scored at 1.2 x:
+    # 33.35 / 12.43 (at 1.4 x 33.59 / 12.47).
     "scitldr_a_acc": (["flat_copy_shift_acc_scitldr"], (1.2, 1.4, 1.6)),
 }
 
