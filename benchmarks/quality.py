@@ -14,6 +14,7 @@ Usage:
     python benchmarks/quality.py choose_length GROUP       # min_length on a hold-out
     python benchmarks/quality.py choose_recent GROUP       # recent blocking, likewise
     python benchmarks/quality.py choose_row GROUP          # a row of record, likewise
+    python benchmarks/quality.py choose_beam GROUP         # beam width, likewise
     python benchmarks/quality.py table                     # -> results/quality.md, README
     python benchmarks/quality.py all                       # every step above
 
@@ -21,8 +22,9 @@ Runs live in runs/results/<run>/ (exports under <run>/export/); reports in
 benchmarks/results/quality/<dataset>/<system>.json.
 
 Decoding settings are fixed per dataset from its *training* split only:
-beam 4, trigram blocking, no token repeated within 2 positions (PHT §5.2), the
-unknown piece blocked, min_length = 0.8 x the mean reference length in subword
+beam 4 (or the width `choose_beam` picked on a training hold-out, where a
+run sets beam_size), trigram blocking, no token repeated within 2 positions
+(PHT §5.2), the unknown piece blocked, min_length = 0.8 x the mean reference length in subword
 tokens (or the factor `choose_length` picked on a training hold-out, where a
 run sets min_length_factor; a run's "block_recent" window and
 "recent_exceptions" pieces, where `choose_recent` picked them on a training
@@ -819,6 +821,8 @@ MIN_LENGTH_FACTOR = 0.8
 # No token repeats one of the last BLOCK_RECENT tokens (PHT §5.2), unless a
 # run sets its own "block_recent" (see `choose_recent`).
 BLOCK_RECENT = 2
+# Beam width, unless a run sets its own "beam_size" (see `choose_beam`).
+BEAM_SIZE = 4
 
 
 def min_length(dataset, run, factor):
@@ -866,10 +870,12 @@ def checkpoint_of(name):
     return spec.get("checkpoint", RUNS[spec.get("base", name)].get("checkpoint", "last"))
 
 
-def export(name, factor=None, out=None, block_recent=None, recent_exceptions=None):
+def export(name, factor=None, out=None, block_recent=None, recent_exceptions=None,
+           beam_size=None):
     spec = RUNS[name]
     if not spec.get("evaluate", True):
         return
+    beam_size = beam_size or spec.get("beam_size", BEAM_SIZE)
     run = run_folder(spec.get("base", name))
     out = out or os.path.join(run_folder(name), "export")
     factor = factor or spec.get("min_length_factor", MIN_LENGTH_FACTOR)
@@ -886,7 +892,7 @@ def export(name, factor=None, out=None, block_recent=None, recent_exceptions=Non
         return
     keras_hsum(
         "export", "--run", run, "--out", out, "--serving-root", "", "--jit-compile",
-        "--beam-size", 4, "--block-ngrams", 3, "--block-recent", block_recent,
+        "--beam-size", beam_size, "--block-ngrams", 3, "--block-recent", block_recent,
         "--min-length", min_length(spec["dataset"], run, factor),
         *[f"--recent-exception={piece}" for piece in recent_exceptions],
         "--checkpoint", checkpoint_of(name), *extra,
@@ -1139,6 +1145,30 @@ def choose_recent(group):
     return choice
 
 
+# The runs whose beam width `choose_beam` picks together, and the widths
+# it tries (ties: the width listed first).
+# Declared before it ran (stop 27): every row decodes with PHT's beam of 4,
+# never chosen on held-out data. scitldr_a's row of record at its own 1.2 x
+# chooses among 4, 2 and 8 on its 199 held-out training papers (the
+# validation split is not read); the width picked becomes its beam_size and
+# it is re-scored.
+BEAM_GROUPS = {
+    "scitldr_a_acc": (["flat_copy_shift_acc_scitldr"], (4, 2, 8)),
+}
+
+
+def choose_beam(group):
+    """One beam width for the runs BEAM_GROUPS[group], chosen like
+    `choose_length` on their held-out training examples, each run with its
+    own other settings (ties: the width listed first, the default)."""
+    names, widths = BEAM_GROUPS[group]
+    scores = _holdout_scores(
+        names, widths, lambda width: (f"beam_{width}", {"beam_size": width}))
+    choice = max(widths, key=lambda w: (scores[w], -widths.index(w)))
+    _write_choice("beam", group, names, scores, choice)
+    return choice
+
+
 # The runs among which `choose_row` picks a dataset's row of record on their
 # common held-out training examples (see the declarations in RUNS), and the
 # recorded hold-out score of any whose folder is lost.
@@ -1312,18 +1342,19 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("step", choices=["train", "export", "evaluate", "baselines", "table",
                                          "choose_length", "choose_recent", "choose_row",
-                                         "all"])
+                                         "choose_beam", "all"])
     parser.add_argument("target", nargs="?", help="a run name (RUNS), a dataset (DATASETS) "
-                        "or, for choose_length / choose_recent / choose_row, a group "
-                        "(LENGTH_GROUPS / RECENT_GROUPS / ROW_GROUPS)")
+                        "or, for choose_length / choose_recent / choose_row / choose_beam, a "
+                        "group (LENGTH_GROUPS / RECENT_GROUPS / ROW_GROUPS / BEAM_GROUPS)")
     parser.add_argument("--minutes", type=float, default=None)
     args = parser.parse_args(argv)
     if args.step == "table":
         table()
-    elif args.step in ("choose_length", "choose_recent", "choose_row"):
+    elif args.step in ("choose_length", "choose_recent", "choose_row", "choose_beam"):
         groups, choose = {"choose_length": (LENGTH_GROUPS, choose_length),
                           "choose_recent": (RECENT_GROUPS, choose_recent),
-                          "choose_row": (ROW_GROUPS, choose_row)}[args.step]
+                          "choose_row": (ROW_GROUPS, choose_row),
+                          "choose_beam": (BEAM_GROUPS, choose_beam)}[args.step]
         if args.target not in groups:
             parser.error(f"expected a group among {', '.join(groups)}; "
                          f"received {args.target!r}")
