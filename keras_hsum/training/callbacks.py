@@ -318,11 +318,11 @@ class EpochCheckpoint(keras.callbacks.Callback):
             with open(state) as file:
                 saved = json.load(file)
             # Folders written before the monitor was recorded used val_loss.
-            if saved.get("monitor", "val_loss") != monitor:
+            previous = saved.get("monitor", "val_loss")
+            if previous != monitor:
                 raise ValueError(
-                    f"{directory!r} picked its best.keras by "
-                    f"{saved.get('monitor', 'val_loss')}; this run asks for "
-                    f"{monitor}. Resume with the same checkpoint_monitor or "
+                    f"{directory!r} picked its best.keras by {previous}; this "
+                    f"run asks for {monitor}. Resume with the same checkpoint_monitor or "
                     "choose a new --out."
                 )
             self.best = self._sign * saved["value"]
