@@ -410,8 +410,8 @@ def add_parsers(subparsers):
     export.add_argument("--version", type=int, default=None, help="default: next number")
     export.add_argument(
         "--checkpoint", choices=sorted(CHECKPOINTS), default="last",
-        help="the run's last weights (model.keras) or its best validation "
-        "loss (best.keras)",
+        help="the run's last weights (model.keras) or those of its best "
+        "validation loss, or of its checkpoint_monitor (best.keras)",
     )
     export.add_argument("--beam-size", type=int, default=5, help="K (1: greedy)")
     export.add_argument(
