@@ -542,7 +542,7 @@ def train(
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"Unknown strategy {strategy!r}; expected one of {list(STRATEGIES)}.")
-    monitor = getattr(config, "checkpoint_monitor", "val_loss")
+    monitor = config.checkpoint_monitor
     check_checkpoint_monitor(monitor)
     if monitor != "val_loss" and strategy != "default":
         raise ValueError(
