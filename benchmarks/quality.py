@@ -14,7 +14,7 @@ Usage:
     python benchmarks/quality.py choose_length GROUP       # min_length on a hold-out
     python benchmarks/quality.py choose_recent GROUP       # recent blocking, likewise
     python benchmarks/quality.py choose_row GROUP          # a row of record, likewise
-    python benchmarks/quality.py choose_beam GROUP         # beam width, likewise
+    python benchmarks/quality.py choose_beam GROUP         # beam width (and MBR), likewise
     python benchmarks/quality.py table                     # -> results/quality.md, README
     python benchmarks/quality.py all                       # every step above
 
@@ -23,7 +23,8 @@ benchmarks/results/quality/<dataset>/<system>.json.
 
 Decoding settings are fixed per dataset from its *training* split only:
 beam 4 (or the width `choose_beam` picked on a training hold-out, where a
-run sets beam_size), trigram blocking, no token repeated within 2 positions
+run sets beam_size, and MBR reranking of the beam where it picked it and a run
+sets "mbr"), trigram blocking, no token repeated within 2 positions
 (PHT §5.2), the unknown piece blocked, min_length = 0.8 x the mean reference length in subword
 tokens (or the factor `choose_length` picked on a training hold-out, where a
 run sets min_length_factor; a run's "block_recent" window and
@@ -911,11 +912,13 @@ def checkpoint_of(name):
 
 
 def export(name, factor=None, out=None, block_recent=None, recent_exceptions=None,
-           beam_size=None):
+           beam_size=None, mbr=None):
     spec = RUNS[name]
     if not spec.get("evaluate", True):
         return
     beam_size = beam_size or spec.get("beam_size", BEAM_SIZE)
+    if mbr is None:
+        mbr = spec.get("mbr", False)
     run = run_folder(spec.get("base", name))
     out = out or os.path.join(run_folder(name), "export")
     factor = factor or spec.get("min_length_factor", MIN_LENGTH_FACTOR)
@@ -935,7 +938,7 @@ def export(name, factor=None, out=None, block_recent=None, recent_exceptions=Non
         "--beam-size", beam_size, "--block-ngrams", 3, "--block-recent", block_recent,
         "--min-length", min_length(spec["dataset"], run, factor),
         *[f"--recent-exception={piece}" for piece in recent_exceptions],
-        "--checkpoint", checkpoint_of(name), *extra,
+        "--checkpoint", checkpoint_of(name), *extra, *(["--mbr"] if mbr else []),
     )
 
 
@@ -965,6 +968,7 @@ def evaluate(name):
     parts += ["token shift"] if base_spec["overrides"].get("token_shift") else []
     parts += ["weight averaging"] if base_spec["overrides"].get("ema_momentum") else []
     parts += ["attention alignment"] if "predictor" in spec else []
+    parts += ["MBR decoding"] if spec.get("mbr") else []
     parts += [base_spec["label"]] if "label" in base_spec else []
     if "init_from" in base_spec:
         parts.append(RUNS[base_spec["init_from"]]["pretraining"]
@@ -1209,13 +1213,28 @@ BEAM_GROUPS = {
 }
 
 
+def beam_option(option):
+    """(width, mbr) of a BEAM_GROUPS option: a width (8) or "<width> mbr"
+    (MBR reranking of that many hypotheses, `keras-hsum export --mbr`)."""
+    width, _, mbr = str(option).partition(" ")
+    if mbr not in ("", "mbr"):
+        raise ValueError(f"expected a beam option like 8 or '8 mbr'; received {option!r}")
+    return int(width), mbr == "mbr"
+
+
 def choose_beam(group):
-    """One beam width for the runs BEAM_GROUPS[group], chosen like
-    `choose_length` on their held-out training examples, each run with its
-    own other settings (ties: the width listed first, the default)."""
+    """One beam width (with or without MBR reranking) for the runs
+    BEAM_GROUPS[group], chosen like `choose_length` on their held-out
+    training examples, each run with its own other settings (ties: the
+    option listed first, the default)."""
     names, widths = BEAM_GROUPS[group]
-    scores = _holdout_scores(
-        names, widths, lambda width: (f"beam_{width}", {"beam_size": width}))
+
+    def export_option(option):
+        width, mbr = beam_option(option)
+        return (f"beam_{width}" + ("_mbr" if mbr else ""),
+                {"beam_size": width, "mbr": mbr})
+
+    scores = _holdout_scores(names, widths, export_option)
     choice = max(widths, key=lambda w: (scores[w], -widths.index(w)))
     _write_choice("beam", group, names, scores, choice)
     return choice

@@ -129,7 +129,7 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
                block_recent=0, recent_exceptions=(), alignment_beta=0.8,
                serving_root="/models",
                jit_compile=False, block_unknown=True, extract_sentences=None,
-               checkpoint="last"):
+               checkpoint="last", mbr=False):
     """Exports a trained run as `<out>/<version>/` (see `keras-hsum export`).
 
     Args:
@@ -152,6 +152,8 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
         jit_compile: XLA-compile the encoder and search.
         checkpoint: "last" (model.keras) or "best" (best.keras, the lowest
             validation loss) weights of `run`.
+        mbr: serve the beam's hypothesis of highest expected ROUGE-1/2
+            against the others (`SearchOptions.mbr`; needs beam_size >= 2).
 
     Returns:
         The version folder written.
@@ -182,6 +184,7 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
         length_alpha=length_alpha, block_ngrams=block_ngrams,
         block_recent=block_recent, recent_exceptions=exception_ids,
         alignment_beta=alignment_beta, blocked_ids=(vocabulary.unk_id,) if block_unknown else (),
+        mbr=mbr,
     )
     module = build_module(
         model, structurer, search=search, predictor=predictor,
@@ -219,7 +222,7 @@ def _export(args):
             serving_root=None if args.serving_root == "" else args.serving_root,
             jit_compile=args.jit_compile, block_unknown=not args.allow_unknown,
             extract_sentences=args.extract_sentences,
-            checkpoint=args.checkpoint,
+            checkpoint=args.checkpoint, mbr=args.mbr,
         )
     except (ValueError, FileExistsError) as error:
         print(f"keras-hsum export: error: {error}", file=sys.stderr)
@@ -440,6 +443,11 @@ def add_parsers(subparsers):
         help="SHTE: sentences per extract (default: the run's extract_sentences)",
     )
     export.add_argument("--alignment-beta", type=float, default=0.8, help="PHT attention alignment β")
+    export.add_argument(
+        "--mbr", action="store_true",
+        help="minimum Bayes risk: serve the beam's hypothesis of highest mean "
+        "ROUGE-1/2 F1 against the others instead of the highest-scoring one",
+    )
     export.add_argument(
         "--serving-root", default="/models",
         help="where the server sees the models folder, for models.config "

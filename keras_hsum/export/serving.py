@@ -183,6 +183,9 @@ class SearchOptions:
         alignment_beta: β of PHT's `AttentionAlignment`, used when the
             inputs carry `predicted_attention` η̂ [B,P] (an exported
             `AttentionPredictor`); 0 turns it off.
+        mbr: return the finished hypothesis of highest expected ROUGE-1/2
+            against the other K - 1 (`keras_hsum.decoding.mbr_rerank`)
+            instead of the one of highest score.
     """
 
     beam_size: int = 5
@@ -195,6 +198,14 @@ class SearchOptions:
     recent_exceptions: tuple = ()
     blocked_ids: tuple = ()
     alignment_beta: float = 0.8
+    mbr: bool = False
+
+    def __post_init__(self):
+        if self.mbr and self.beam_size < 2:
+            raise ValueError(
+                f"MBR reranking chooses among the beam's hypotheses and needs "
+                f"a beam of at least 2; received beam_size={self.beam_size}."
+            )
 
     def terms(self, inputs):
         """The score terms for one batch (η̂ comes from `inputs`)."""
@@ -236,10 +247,15 @@ class SearchOptions:
                 model, inputs, max_length=self.max_length, terms=terms,
                 min_length=self.min_length,
             )
-        return beam_search(
+        result = beam_search(
             model, inputs, beam_size=self.beam_size, max_length=self.max_length,
             terms=terms, min_length=self.min_length,
         )
+        if self.mbr:
+            from keras_hsum.decoding import mbr_rerank
+
+            result = mbr_rerank(result, eos_id=model.eos_id, pad_id=model.pad_id)
+        return result
 
     def to_dict(self):
         return dataclasses.asdict(self)

@@ -193,6 +193,60 @@ def test_export_errors_are_clear(tmp_path, capsys, pht_run):
     assert "error" in capsys.readouterr().err
 
 
+def test_export_with_mbr_serves_the_hypothesis_of_highest_expected_rouge(
+        tmp_path, capsys, pht_run, real_examples):
+    """The SavedModel's summary is the beam hypothesis whose mean ROUGE-1/2
+    F1 (on ids) against the others is highest, computed here by brute force
+    over the Python beam search's hypotheses on the same features."""
+    import collections
+
+    import tensorflow as tf
+
+    from keras_hsum.export.cli import build_structurer
+    from keras_hsum.export.cli import load_run
+    from keras_hsum.export.cli import load_saved_model
+    from keras_hsum.export.serving import SearchOptions
+
+    assert run_command("export", "--run", pht_run, "--out", tmp_path / "bad",
+                       "--beam-size", "1", "--mbr") == 1
+    assert "beam of at least 2" in capsys.readouterr().err
+    out = tmp_path / "saved_models" / "pht"
+    assert run_command("export", "--run", pht_run, "--out", out, "--beam-size", "4",
+                       "--mbr", "--serving-root", "") == 0
+    _, loaded, metadata = load_saved_model(out)
+    assert metadata["search"]["mbr"] is True
+    documents = tf.constant([[" ".join(e.documents[0].sentences()[:12])]
+                             for e in real_examples("scisummnet", "val")[:3]])
+    served = loaded.signatures["serving_default"](documents=documents)["summary_ids"].numpy()
+
+    name, recipe, config, model, vocabulary = load_run(pht_run)
+    structurer, _ = build_structurer(recipe, name, config, vocabulary)
+    search = dict(metadata["search"], mbr=False)
+    result = SearchOptions(**{k: tuple(v) if isinstance(v, list) else v
+                              for k, v in search.items()})(model, structurer(documents))
+    sequences, lengths = result["sequences"].numpy(), result["lengths"].numpy()
+    scores = result["scores"].numpy()
+
+    def grams(ids, n):
+        return collections.Counter(tuple(ids[i:i + n]) for i in range(len(ids) - n + 1))
+
+    def f1(a, b, n):
+        total = len(a) - n + 1 + len(b) - n + 1
+        return 2 * sum((grams(a, n) & grams(b, n)).values()) / total if total > 0 else 0.0
+
+    for b in range(len(sequences)):
+        texts = [[t for t in sequences[b, k, :lengths[b, k]]
+                  if t not in (model.eos_id, model.pad_id)] for k in range(4)]
+        alive = [k for k in range(4) if scores[b, k] > -5e8]
+        utility = {i: np.mean([(f1(texts[i], texts[j], 1) + f1(texts[i], texts[j], 2)) / 2
+                               for j in alive if j != i]) for i in alive}
+        # Utilities equal up to float32 rounding tie: the first in beam order wins.
+        top = max(utility.values())
+        best = min(k for k in alive if utility[k] > top - 1e-5)
+        np.testing.assert_array_equal(served[b, :lengths[b, best]],
+                                      sequences[b, best, :lengths[b, best]])
+
+
 def test_load_run_reads_the_best_checkpoint_when_asked(tmp_path, pht_run, capsys):
     import shutil
 
