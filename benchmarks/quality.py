@@ -1210,6 +1210,17 @@ BEAM_GROUPS = {
     # It kept 8 (hold-out 0.2163 against 0.2156; R1/R2 at 16 31.41 / 11.71;
     # results/quality/beam_choice_scitldr_a_acc_wide.json).
     "scitldr_a_acc_wide": (["flat_copy_shift_acc_scitldr"], (8, 16)),
+    # Declared before either ran (stop 29), after `export --mbr` was added:
+    # the two rows of record still below TextRank choose between their beam
+    # as it is (first: kept on a tie) and minimum Bayes risk reranking of
+    # that beam and of one twice as wide (the hypothesis of highest mean
+    # ROUGE-1/2 F1 against the others), each at its own min_length factor,
+    # on their held-out training examples (scitldr_a: the 199 papers;
+    # fewsum_amazon: its 4 products); the validation split is not read. An
+    # MBR option that wins sets the row's "mbr" (and beam_size) and the row
+    # is re-scored on the validation split.
+    "scitldr_a_mbr": (["flat_copy_shift_acc_scitldr"], (8, "8 mbr", "16 mbr")),
+    "fewsum_amazon_mbr": (["pht_copy_bothsets_tuned_fewsum_amazon"], (4, "4 mbr", "8 mbr")),
 }
 
 
