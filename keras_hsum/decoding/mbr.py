@@ -29,9 +29,9 @@ per example.
 
 from keras import ops
 
+from keras_hsum.decoding.beam_search import _DEAD  # an empty slot's score bound
+from keras_hsum.decoding.beam_search import _gather_beams
 from keras_hsum.decoding.terms import NEG_INF
-
-_DEAD = NEG_INF / 2  # a finished slot at or below this score is empty
 
 
 def _ngram_equal(eq1, valid_a, valid_b, n):
@@ -102,16 +102,6 @@ def pairwise_rouge_n(sequences, valid, n):
     return ops.where(
         denominator > 0, 2.0 * matches / ops.maximum(denominator, 1.0), 0.0
     )
-
-
-def _take_beams(x, order):
-    """x [B,K,...], order int32 [B,K] → x[b, order[b, k]]."""
-    shape = ops.shape(x)
-    batch, width, rest = shape[0], shape[1], tuple(shape[2:])
-    flat = ops.reshape(x, (-1,) + rest)
-    offsets = ops.arange(batch, dtype="int32")[:, None] * width
-    picked = ops.take(flat, ops.reshape(order + offsets, (-1,)), axis=0)
-    return ops.reshape(picked, (batch, width) + rest)
 
 
 def expected_utility(sequences, lengths, scores, *, eos_id, pad_id=0, orders=(1, 2)):
@@ -198,12 +188,12 @@ def mbr_rerank(result, *, eos_id, pad_id=0, orders=(1, 2)):
         axis=-1,
     )
     reordered = {
-        key: _take_beams(value, order)
+        key: _gather_beams(value, order)
         for key, value in result.items()
         if key != "aux"
     }
     reordered["aux"] = {
-        name: _take_beams(value, order) for name, value in result.get("aux", {}).items()
+        name: _gather_beams(value, order) for name, value in result.get("aux", {}).items()
     }
-    reordered["mbr_utility"] = _take_beams(utility, order)
+    reordered["mbr_utility"] = _gather_beams(utility, order)
     return reordered
