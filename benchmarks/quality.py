@@ -818,6 +818,18 @@ def prepare_science():
     _write_train_split(SCIENCE, lines)
 
 
+def _write_holdout_last(folder, lines, held, run):
+    """Writes `lines` then the `held` lines last as `folder`'s training
+    split, after checking that RUNS[run]'s `validation_holdout` holds out
+    exactly the `held` ones."""
+    lines = lines + held
+    fraction = RUNS[run]["overrides"]["validation_holdout"]
+    if round(len(lines) * fraction) != len(held):
+        raise ValueError(f"{len(lines)} examples with {len(held)} held out: {run}'s "
+                         f"validation_holdout {fraction} would hold out another number.")
+    _write_train_split(folder, lines)
+
+
 def prepare_bothsets():
     """Writes BOTHSETS/train.jsonl.gz: the fewsum_amazon training products
     outside the row of record's hold-out and every fewsum_yelp training
@@ -825,12 +837,8 @@ def prepare_bothsets():
     `validation_holdout` of pht_copy_bothsets_tuned_fewsum_amazon)."""
     amazon, held = _split_train_lines("fewsum_amazon", 0.15)
     lines = [line for pair in itertools.zip_longest(amazon, _train_lines("fewsum_yelp"))
-             for line in pair if line] + held
-    fraction = RUNS["pht_copy_bothsets_tuned_fewsum_amazon"]["overrides"]["validation_holdout"]
-    if round(len(lines) * fraction) != len(held):
-        raise ValueError(f"{len(lines)} products with {len(held)} held out: the run's "
-                         f"validation_holdout {fraction} would hold out another number.")
-    _write_train_split(BOTHSETS, lines)
+             for line in pair if line]
+    _write_holdout_last(BOTHSETS, lines, held, "pht_copy_bothsets_tuned_fewsum_amazon")
 
 
 TITLE_CODE = "[title]"
@@ -857,12 +865,7 @@ def prepare_titles():
     trained, held = _split_train_lines("scitldr_a", 0.1)
     lines = titles + trained
     random.Random(0).shuffle(lines)
-    lines += held
-    fraction = RUNS["flat_copy_shift_titles_scitldr"]["overrides"]["validation_holdout"]
-    if round(len(lines) * fraction) != len(held):
-        raise ValueError(f"{len(lines)} examples with {len(held)} held out: the run's "
-                         f"validation_holdout {fraction} would hold out another number.")
-    _write_train_split(TITLES, lines)
+    _write_holdout_last(TITLES, lines, held, "flat_copy_shift_titles_scitldr")
 
 
 PREPARE = {REVIEWS: prepare_reviews, SCIENCE: prepare_science, BOTHSETS: prepare_bothsets,

@@ -34,29 +34,24 @@ from keras_hsum.decoding.beam_search import _gather_beams
 from keras_hsum.decoding.terms import NEG_INF
 
 
-def _ngram_equal(eq1, valid_a, valid_b, n):
-    """Position-by-position n-gram equality.
+def _ngrams(x, n, dims):
+    """x and its shifts by 1..n-1 along its last `dims` axes, AND-ed.
 
-    Args:
-        eq1: bool [..., L, L'], token equality (already masked).
-        valid_a: bool [..., L], valid_b: bool [..., L'].
-        n: the order.
-
-    Returns:
-        (bool [..., L-n+1, L'-n+1] n-gram equality, bool [..., L-n+1] and
-        [..., L'-n+1] validity of the n-grams starting there).
+    With x the token equality [..., L, L'] (dims=2): the n-gram equality
+    [..., L-n+1, L'-n+1]; with x the token validity [..., L] (dims=1): the
+    validity of the n-grams starting at each position [..., L-n+1].
     """
     # Dynamic sizes: in a SavedModel's graph K and L may be unknown.
-    rows = ops.shape(eq1)[-2] - n + 1
-    cols = ops.shape(eq1)[-1] - n + 1
-    equal = eq1[..., :rows, :cols]
-    grams_a = valid_a[..., :rows]
-    grams_b = valid_b[..., :cols]
+    sizes = [ops.shape(x)[axis] - n + 1 for axis in range(-dims, 0)]
+
+    def shifted(d):
+        index = (Ellipsis,) + tuple(slice(d, d + size) for size in sizes)
+        return x[index]
+
+    out = shifted(0)
     for d in range(1, n):
-        equal = ops.logical_and(equal, eq1[..., d:d + rows, d:d + cols])
-        grams_a = ops.logical_and(grams_a, valid_a[..., d:d + rows])
-        grams_b = ops.logical_and(grams_b, valid_b[..., d:d + cols])
-    return equal, grams_a, grams_b
+        out = ops.logical_and(out, shifted(d))
+    return out
 
 
 def pairwise_rouge_n(sequences, valid, n):
@@ -82,10 +77,8 @@ def pairwise_rouge_n(sequences, valid, n):
     b = sequences[:, None, :, None, :]  # [B,1,K,1,L]
     both = ops.logical_and(valid[:, :, None, :, None], valid[:, None, :, None, :])
     eq1 = ops.logical_and(ops.equal(a, b), both)  # [B,K,K,L,L]
-    equal, grams_a, _ = _ngram_equal(
-        eq1, valid[:, :, None, :], valid[:, None, :, :], n
-    )
-    grams = grams_a[:, :, 0, :]  # [B,K,L'] n-gram validity of each hypothesis
+    equal = _ngrams(eq1, n, dims=2)  # [B,K,K,L',L']
+    grams = _ngrams(valid, n, dims=1)  # [B,K,L'] n-gram validity of each hypothesis
     # c_j(g_p): occurrences in hypothesis j of the n-gram at position p of i.
     counts = ops.sum(ops.cast(equal, "int32"), axis=-1)  # [B,K,K,L']
     # r_i(p): earlier positions of i holding the same n-gram (its own
@@ -181,12 +174,8 @@ def mbr_rerank(result, *, eos_id, pad_id=0, orders=(1, 2)):
         ),
     )  # [B,i,j]: j ranks before i
     rank = ops.sum(ops.cast(ahead, "int32"), axis=-1)  # [B,K], a permutation
-    # order[b, r] = the i whose rank is r.
-    order = ops.sum(
-        ops.cast(ops.equal(rank[:, None, :], index[None, :, None]), "int32")
-        * index[None, None, :],
-        axis=-1,
-    )
+    # order[b, r] = the i whose rank is r (ranks are distinct: no ties).
+    order = ops.cast(ops.argsort(rank, axis=-1), "int32")
     reordered = {
         key: _gather_beams(value, order)
         for key, value in result.items()
