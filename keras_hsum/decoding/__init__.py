@@ -3,19 +3,23 @@
 `beam_search(model, inputs, ...)` and `greedy_search(model, inputs, ...)`
 drive a `Summarizer`'s `encode` / `initial_cache` / `step` contract
 (`keras_hsum.models.summarizer`) inside one `ops.while_loop`; `search(...)`
-runs the same loop over any plain step function; `mbr_rerank` reorders
-its hypotheses by minimum Bayes risk (expected ROUGE against the others). Score terms
+runs the same loop over any plain step function; `sample_search` (or
+`search(..., sampling=Sampling(...))`) draws K independent samples instead
+of a beam; `mbr_rerank` reorders hypotheses or samples by minimum Bayes
+risk (expected ROUGE against the others). Score terms
 (`keras_hsum.decoding.terms`) compose as a list. `compress_paragraphs` is
 PHT's paragraph compression (§7).
 """
 
 from keras_hsum.decoding.beam_search import beam_search
 from keras_hsum.decoding.beam_search import greedy_search
+from keras_hsum.decoding.beam_search import sample_search
 from keras_hsum.decoding.beam_search import search
 from keras_hsum.decoding.mbr import expected_utility
 from keras_hsum.decoding.mbr import mbr_rerank
 from keras_hsum.decoding.mbr import pairwise_rouge_n
 from keras_hsum.decoding.paragraph_compression import compress_paragraphs
+from keras_hsum.decoding.sampling import Sampling
 from keras_hsum.decoding.terms import AttentionAlignment
 from keras_hsum.decoding.terms import CoveragePenalty
 from keras_hsum.decoding.terms import ExtractiveAlignment
@@ -37,6 +41,7 @@ __all__ = [
     "MinLength",
     "NgramBlocking",
     "RecentTokenBlocking",
+    "Sampling",
     "ScoreTerm",
     "StructuralCoverage",
     "TokenBlocking",
@@ -46,5 +51,6 @@ __all__ = [
     "greedy_search",
     "mbr_rerank",
     "pairwise_rouge_n",
+    "sample_search",
     "search",
 ]

@@ -96,8 +96,9 @@ def search(
     pad_id=0,
     terms=(),
     greedy=False,
+    sampling=None,
 ):
-    """Beam search over a plain step function.
+    """Beam search (or sampling) over a plain step function.
 
     Args:
         step_fn: `(ids int32 [B·K], index int32 scalar, state) → (logits
@@ -117,6 +118,11 @@ def search(
         greedy: keep K candidates per step instead of 2·K, so a beam that
             emits EOS ends without an alternative (with K = 1: greedy
             decoding, where every step takes the best unblocked token).
+        sampling: a `keras_hsum.decoding.Sampling`: instead of a beam, K
+            independent samples, each drawing its next token from the
+            blocked (tempered, truncated) distribution until EOS or L;
+            they end ranked by score like beam hypotheses. No early
+            termination: every sample runs to its end.
 
     Returns:
         dict with
@@ -132,7 +138,9 @@ def search(
     terms = list(terms)
     K = int(beam_size)
     L = int(max_length)
-    num_candidates = K if greedy else 2 * K
+    if sampling is not None and greedy:
+        raise ValueError("search: `greedy` and `sampling` exclude each other.")
+    num_candidates = K if (greedy or sampling is not None) else 2 * K
     index0 = ops.convert_to_tensor(0, "int32")
 
     state_leaves = keras.tree.flatten(initial_state)
@@ -154,7 +162,12 @@ def search(
         return ops.zeros(shape, value.dtype)
 
     alive_seq = ops.full((batch_size, K, L), pad_id, "int32")
-    first_log_probs = ops.where(ops.arange(K) == 0, 0.0, NEG_INF)
+    # A beam starts from one hypothesis (the others would duplicate it);
+    # the K samples all start alive.
+    first_log_probs = ops.where(
+        ops.logical_or(ops.arange(K) == 0, sampling is not None), 0.0, NEG_INF
+    )
+    uniforms = None if sampling is None else sampling.uniforms((batch_size, K, L))
     alive_log_probs = ops.broadcast_to(
         ops.cast(first_log_probs, "float32")[None, :], (batch_size, K)
     )
@@ -186,11 +199,17 @@ def search(
             log_probs <= _DEAD, (alive_log_probs <= _DEAD)[:, :, None]
         )
         totals = ops.where(dead, NEG_INF, totals)
-        vocab = ops.shape(totals)[-1]
-        values, flat_ids = ops.top_k(ops.reshape(totals, (-1, K * vocab)), num_candidates)
-        flat_ids = ops.cast(flat_ids, "int32")
-        parents = flat_ids // vocab  # [B,C]
-        tokens = flat_ids % vocab
+        if sampling is None:
+            vocab = ops.shape(totals)[-1]
+            values, flat_ids = ops.top_k(ops.reshape(totals, (-1, K * vocab)), num_candidates)
+            flat_ids = ops.cast(flat_ids, "int32")
+            parents = flat_ids // vocab  # [B,C]
+            tokens = flat_ids % vocab
+        else:  # each sample k extends itself: C = K, parent k
+            step_uniforms = ops.take(uniforms, index, axis=2)  # [B,K]
+            tokens = sampling.draw(log_probs, step_uniforms)
+            values = ops.take_along_axis(totals, tokens[:, :, None], axis=-1)[:, :, 0]
+            parents = ops.zeros_like(tokens) + ops.arange(K, dtype="int32")[None, :]
         valid = values > _DEAD
         seqs = _write(_gather_beams(alive_seq, parents), index, tokens)
         aux_cands = tuple(
@@ -243,7 +262,7 @@ def search(
 
     penalty_at_max = _combined_penalty(terms, ops.convert_to_tensor(L, "int32"))
     bounds = [t.score_bound(batch_size, L) for t in terms]
-    early_stop = all(b is not None for b in bounds)
+    early_stop = sampling is None and all(b is not None for b in bounds)
 
     def keep_going(index, alive, finished, leaves):
         more = ops.less(index, L)
@@ -285,7 +304,8 @@ def search(
     }
 
 
-def _model_search(model, inputs, beam_size, max_length, terms, eos_id, pad_id, greedy):
+def _model_search(model, inputs, beam_size, max_length, terms, eos_id, pad_id, greedy,
+                  sampling=None):
     eos_id = model.eos_id if eos_id is None else eos_id
     pad_id = model.pad_id if pad_id is None else pad_id
     K = int(beam_size)
@@ -311,6 +331,7 @@ def _model_search(model, inputs, beam_size, max_length, terms, eos_id, pad_id, g
         pad_id=pad_id,
         terms=terms,
         greedy=greedy,
+        sampling=sampling,
     )
 
 
@@ -375,3 +396,37 @@ def greedy_search(model, inputs, *, max_length=100, terms=(), min_length=0,
     if min_length and min_length > 0:
         terms.append(MinLength(min_length))
     return _model_search(model, inputs, 1, max_length, terms, eos_id, pad_id, True)
+
+
+def sample_search(model, inputs, *, num_samples=8, max_length=100, terms=(),
+                  min_length=0, temperature=1.0, top_k=0, top_p=1.0, epsilon=0.0,
+                  seed=0, eos_id=None, pad_id=None):
+    """Ancestral sampling of a `Summarizer`: `num_samples` independent
+    samples per example (`keras_hsum.decoding.sampling`).
+
+    Every sample draws its next token from the model's distribution after
+    the score terms' blocking, tempered by `temperature` and truncated by
+    `top_k`, `top_p` and `epsilon` (see `Sampling`); `seed` fixes the
+    draws, so a call is reproducible. Pair it with `mbr_rerank` for
+    sampling-based minimum Bayes risk decoding.
+
+    Returns:
+        The dict of `beam_search` with K = `num_samples`: `sequences`
+        int32 [B,K,L], `scores` float32 [B,K] (log P(y|x) under the blocked,
+        untempered model plus the terms, best first), `log_probs`,
+        `lengths` [B,K], `aux` name → [B,K,L,...].
+
+    Example:
+        >>> out = sample_search(model, batch, num_samples=16, epsilon=0.02,
+        ...                     max_length=64, seed=1)
+        >>> best = mbr_rerank(out, eos_id=model.eos_id)["sequences"][:, 0]
+    """
+    from keras_hsum.decoding.sampling import Sampling
+
+    sampling = Sampling(temperature=temperature, top_k=top_k, top_p=top_p,
+                        epsilon=epsilon, seed=seed)
+    terms = list(terms)
+    if min_length and min_length > 0:
+        terms.append(MinLength(min_length))
+    return _model_search(model, inputs, num_samples, max_length, terms, eos_id, pad_id,
+                         False, sampling)

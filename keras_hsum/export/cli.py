@@ -129,7 +129,7 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
                block_recent=0, recent_exceptions=(), alignment_beta=0.8,
                serving_root="/models",
                jit_compile=False, block_unknown=True, extract_sentences=None,
-               checkpoint="last", mbr=False):
+               checkpoint="last", mbr=False, sampling=None):
     """Exports a trained run as `<out>/<version>/` (see `keras-hsum export`).
 
     Args:
@@ -154,6 +154,9 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
             validation loss) weights of `run`.
         mbr: serve the beam's hypothesis of highest expected ROUGE-1/2
             against the others (`SearchOptions.mbr`; needs beam_size >= 2).
+        sampling: None (beam search), or a dict of `SearchOptions`'
+            sampling settings (`temperature`, `top_k`, `top_p`, `epsilon`,
+            `seed`): draw `beam_size` samples instead.
 
     Returns:
         The version folder written.
@@ -184,7 +187,7 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
         length_alpha=length_alpha, block_ngrams=block_ngrams,
         block_recent=block_recent, recent_exceptions=exception_ids,
         alignment_beta=alignment_beta, blocked_ids=(vocabulary.unk_id,) if block_unknown else (),
-        mbr=mbr,
+        mbr=mbr, **({} if sampling is None else dict(sampling, sample=True)),
     )
     module = build_module(
         model, structurer, search=search, predictor=predictor,
@@ -211,7 +214,14 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
 
 
 def _export(args):
+    sampling = {"temperature": args.temperature, "top_k": args.top_k,
+                "top_p": args.top_p, "epsilon": args.epsilon, "seed": args.seed}
     try:
+        defaults = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "epsilon": 0.0, "seed": 0}
+        changed = [f"--{key.replace('_', '-')}" for key, value in sampling.items()
+                   if value != defaults[key]]
+        if changed and not args.sample:
+            raise ValueError(f"{', '.join(changed)} set a sampling search: add --sample.")
         path = export_run(
             args.run, args.out, predictor_run=args.predictor_run,
             version=args.version, beam_size=args.beam_size,
@@ -223,6 +233,7 @@ def _export(args):
             jit_compile=args.jit_compile, block_unknown=not args.allow_unknown,
             extract_sentences=args.extract_sentences,
             checkpoint=args.checkpoint, mbr=args.mbr,
+            sampling=sampling if args.sample else None,
         )
     except (ValueError, FileExistsError) as error:
         print(f"keras-hsum export: error: {error}", file=sys.stderr)
@@ -448,6 +459,19 @@ def add_parsers(subparsers):
         help="minimum Bayes risk: serve the beam's hypothesis of highest mean "
         "ROUGE-1/2 F1 against the others instead of the highest-scoring one",
     )
+    export.add_argument(
+        "--sample", action="store_true",
+        help="draw --beam-size independent samples instead of a beam search "
+        "(with --mbr: sampling-based minimum Bayes risk decoding)",
+    )
+    export.add_argument("--temperature", type=float, default=1.0, help="--sample: T")
+    export.add_argument("--top-k", type=int, default=0, help="--sample: top-k (0: off)")
+    export.add_argument("--top-p", type=float, default=1.0, help="--sample: nucleus p (1: off)")
+    export.add_argument(
+        "--epsilon", type=float, default=0.0,
+        help="--sample: drop tokens below this probability (0: off)",
+    )
+    export.add_argument("--seed", type=int, default=0, help="--sample: seed of the draws")
     export.add_argument(
         "--serving-root", default="/models",
         help="where the server sees the models folder, for models.config "

@@ -247,6 +247,50 @@ def test_export_with_mbr_serves_the_hypothesis_of_highest_expected_rouge(
                                       sequences[b, best, :lengths[b, best]])
 
 
+def test_export_with_sampling_serves_the_same_samples_as_python(
+        tmp_path, capsys, pht_run, real_examples):
+    """`--sample --mbr`: the SavedModel draws the same samples as the Python
+    `SearchOptions` on the same features (the generator is counter-based,
+    not a backend's random op) and serves their MBR choice; sampling flags
+    without `--sample` are refused."""
+    import tensorflow as tf
+
+    from keras_hsum.export.cli import build_structurer
+    from keras_hsum.export.cli import load_run
+    from keras_hsum.export.cli import load_saved_model
+    from keras_hsum.export.serving import SearchOptions
+
+    assert run_command("export", "--run", pht_run, "--out", tmp_path / "bad",
+                       "--temperature", "0.7", "--top-k", "5") == 1
+    assert "--temperature, --top-k set a sampling search: add --sample" in capsys.readouterr().err
+    out = tmp_path / "saved_models" / "pht"
+    assert run_command("export", "--run", pht_run, "--out", out, "--beam-size", "4",
+                       "--sample", "--temperature", "1.5", "--top-p", "0.95", "--seed", "5", "--mbr",
+                       "--block-ngrams", "3", "--serving-root", "") == 0
+    _, loaded, metadata = load_saved_model(out)
+    assert metadata["search"]["sample"] is True and metadata["search"]["seed"] == 5
+    documents = tf.constant([[" ".join(e.documents[0].sentences()[:12])]
+                             for e in real_examples("scisummnet", "val")[:3]])
+    served = loaded.signatures["serving_default"](documents=documents)["summary_ids"].numpy()
+
+    name, recipe, config, model, vocabulary = load_run(pht_run)
+    structurer, _ = build_structurer(recipe, name, config, vocabulary)
+    search = SearchOptions(**{k: tuple(v) if isinstance(v, list) else v
+                              for k, v in metadata["search"].items()})
+    features = structurer(documents)
+    result = search(model, features)
+    plain = dataclasses.replace(search, mbr=False)(model, features)
+    sequences = result["sequences"].numpy()
+    for b in range(len(sequences)):
+        length = int(result["lengths"][b, 0])
+        np.testing.assert_array_equal(served[b, :length], sequences[b, 0, :length])
+        # The choice is one of the samples, which are not all alike.
+        samples = plain["sequences"].numpy()[b]
+        assert any(np.array_equal(sequences[b, 0], row) for row in samples)
+    distinct = {tuple(row) for row in plain["sequences"].numpy().reshape(-1, served.shape[-1])}
+    assert len(distinct) > 3
+
+
 def test_load_run_reads_the_best_checkpoint_when_asked(tmp_path, pht_run, capsys):
     import shutil
 
