@@ -1559,11 +1559,48 @@ def _replace_between_markers(path, text):
         handle.write(f"{head}{BEGIN}\n{text}\n{END}{tail}")
 
 
+def sampling_seeds(name, seeds=(1, 2, 3, 4)):
+    """A diagnosis, not a choice: a sampling row of record re-decoded with
+    other seeds of the same settings, scored on its held-out training
+    examples and on the validation split (mean of ROUGE-1 and ROUGE-2 F1,
+    and each), to show how much of its score the draws decide. The row
+    keeps its own seed; writes results/quality/<name>_sampling_seeds.json."""
+    spec = RUNS[name]
+    if not spec.get("sampling"):
+        raise ValueError(f"{name} does not decode by sampling (no 'sampling' in RUNS).")
+    out = {"run": name, "sampling": spec["sampling"], "beam_size": spec.get("beam_size"),
+           "seeds": {}}
+    for seed in (spec["sampling"].get("seed", 0),) + tuple(seeds):
+        folder = os.path.join(run_folder(name), f"seed_{seed}")
+        export(name, out=os.path.join(folder, "export"),
+               sampling=dict(spec["sampling"], seed=seed))
+        scores = {}
+        for split, data in (("holdout", holdout_file(*_holdout_of(spec))),
+                            ("validation", data_path(spec["dataset"]))):
+            report = os.path.join(folder, f"{split}.json")
+            keras_hsum("evaluate", "--model", os.path.join(folder, "export"), "--name", name,
+                       "--data", data, "--references",
+                       DATASETS[spec["dataset"]]["references"], "--out", report)
+            with open(report, encoding="utf-8") as handle:
+                aggregate = json.load(handle)["aggregate"]
+            r1, r2 = (aggregate[m]["f1"]["mean"] for m in ("rouge1", "rouge2"))
+            scores[split] = {"rouge1": r1, "rouge2": r2, "mean": (r1 + r2) / 2}
+        out["seeds"][str(seed)] = scores
+    path = os.path.join(RESULTS, f"{name}_sampling_seeds.json")
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(out, handle, indent=1)
+    for seed, scores in out["seeds"].items():
+        print(f"seed {seed}: " + ", ".join(
+            f"{split} {v['rouge1'] * 100:.2f} / {v['rouge2'] * 100:.2f}"
+            for split, v in scores.items()))
+    return out
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("step", choices=["train", "export", "evaluate", "baselines", "table",
                                          "choose_length", "choose_recent", "choose_row",
-                                         "choose_beam", "all"])
+                                         "choose_beam", "sampling_seeds", "all"])
     parser.add_argument("target", nargs="?", help="a run name (RUNS), a dataset (DATASETS) "
                         "or, for choose_length / choose_recent / choose_row / choose_beam, a "
                         "group (LENGTH_GROUPS / RECENT_GROUPS / ROW_GROUPS / BEAM_GROUPS)")
@@ -1599,7 +1636,8 @@ def main(argv=None):
         if args.target not in RUNS:
             parser.error(f"expected a run among {', '.join(RUNS)}; received {args.target!r}")
         {"train": lambda: train(args.target, args.minutes), "export": lambda: export(args.target),
-         "evaluate": lambda: evaluate(args.target)}[args.step]()
+         "evaluate": lambda: evaluate(args.target),
+         "sampling_seeds": lambda: sampling_seeds(args.target)}[args.step]()
 
 
 if __name__ == "__main__":

@@ -18,6 +18,12 @@ worst score is >= an upper bound on what any alive beam could still reach:
 `max_k s_k / Π length_penalty(max_length) + Σ score_bound` (log-probs only
 decrease, penalties only grow). A term without a bound turns this off.
 
+Sampling (`search(..., sampling=Sampling(...))`, `sample_search`) reuses
+the same loop and pools with K independent samples in place of the beam:
+all K start alive, each extends itself by one token drawn from its own
+blocked (tempered, truncated) distribution (`keras_hsum.decoding.sampling`),
+and the loop runs until every sample has ended.
+
 Blocked and empty slots hold the finite `NEG_INF` (-1e9), never inf; a slot
 whose score is <= NEG_INF / 2 is empty (only when the candidate space is
 exhausted, e.g. every token blocked).
