@@ -22,6 +22,7 @@ snippet selection per segment (SEAL) or the sentence scores (SHTE).
 The commands are added to the main parser by `add_parsers(subparsers)`.
 """
 
+import dataclasses
 import json
 import os
 import sys
@@ -154,9 +155,9 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
             validation loss) weights of `run`.
         mbr: serve the beam's hypothesis of highest expected ROUGE-1/2
             against the others (`SearchOptions.mbr`; needs beam_size >= 2).
-        sampling: None (beam search), or a dict of `SearchOptions`'
-            sampling settings (`temperature`, `top_k`, `top_p`, `epsilon`,
-            `seed`): draw `beam_size` samples instead.
+        sampling: None (beam search), or a dict of `Sampling`'s settings
+            (`temperature`, `top_k`, `top_p`, `epsilon`, `seed`): draw
+            `beam_size` samples instead (`SearchOptions.sampling`).
 
     Returns:
         The version folder written.
@@ -187,7 +188,7 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
         length_alpha=length_alpha, block_ngrams=block_ngrams,
         block_recent=block_recent, recent_exceptions=exception_ids,
         alignment_beta=alignment_beta, blocked_ids=(vocabulary.unk_id,) if block_unknown else (),
-        mbr=mbr, **({} if sampling is None else dict(sampling, sample=True)),
+        mbr=mbr, sampling=sampling,
     )
     module = build_module(
         model, structurer, search=search, predictor=predictor,
@@ -214,10 +215,11 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
 
 
 def _export(args):
-    sampling = {"temperature": args.temperature, "top_k": args.top_k,
-                "top_p": args.top_p, "epsilon": args.epsilon, "seed": args.seed}
+    from keras_hsum.decoding.sampling import Sampling
+
+    defaults = dataclasses.asdict(Sampling())
+    sampling = {key: getattr(args, key) for key in defaults}
     try:
-        defaults = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "epsilon": 0.0, "seed": 0}
         changed = [f"--{key.replace('_', '-')}" for key, value in sampling.items()
                    if value != defaults[key]]
         if changed and not args.sample:

@@ -186,11 +186,10 @@ class SearchOptions:
         mbr: return the finished hypothesis of highest expected ROUGE-1/2
             against the other K - 1 (`keras_hsum.decoding.mbr_rerank`)
             instead of the one of highest score.
-        sample: draw `beam_size` independent samples
-            (`keras_hsum.decoding.sample_search`) instead of a beam search;
-            with `mbr`, sampling-based MBR.
-        temperature, top_k, top_p, epsilon, seed: the `Sampling` settings
-            (only with `sample`).
+        sampling: None (beam search), or a `keras_hsum.decoding.Sampling`
+            (or the dict of its fields): draw `beam_size` independent
+            samples (`keras_hsum.decoding.sample_search`) instead; with
+            `mbr`, sampling-based MBR.
     """
 
     beam_size: int = 5
@@ -204,12 +203,7 @@ class SearchOptions:
     blocked_ids: tuple = ()
     alignment_beta: float = 0.8
     mbr: bool = False
-    sample: bool = False
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    epsilon: float = 0.0
-    seed: int = 0
+    sampling: object = None
 
     def __post_init__(self):
         if self.mbr and self.beam_size < 2:
@@ -218,26 +212,10 @@ class SearchOptions:
                 f"samples) and needs a beam of at least 2; received "
                 f"beam_size={self.beam_size}."
             )
-        if self.sample:
-            self.sampling()  # checks the settings
-        else:
-            changed = [
-                name for name, default in (("temperature", 1.0), ("top_k", 0),
-                                           ("top_p", 1.0), ("epsilon", 0.0), ("seed", 0))
-                if getattr(self, name) != default
-            ]
-            if changed:
-                raise ValueError(
-                    f"{', '.join(changed)} set a sampling search; expected "
-                    f"sample=True with them, received sample=False."
-                )
+        if isinstance(self.sampling, dict):  # e.g. read back from to_dict()
+            from keras_hsum.decoding import Sampling
 
-    def sampling(self):
-        """The `keras_hsum.decoding.Sampling` of a sampling search."""
-        from keras_hsum.decoding import Sampling
-
-        return Sampling(temperature=self.temperature, top_k=self.top_k,
-                        top_p=self.top_p, epsilon=self.epsilon, seed=self.seed)
+            object.__setattr__(self, "sampling", Sampling(**self.sampling))
 
     def terms(self, inputs):
         """The score terms for one batch (η̂ comes from `inputs`)."""
@@ -275,10 +253,10 @@ class SearchOptions:
         from keras_hsum.decoding import sample_search
 
         terms = self.terms(inputs)
-        if self.sample:
+        if self.sampling is not None:
             result = sample_search(
                 model, inputs, num_samples=self.beam_size, max_length=self.max_length,
-                terms=terms, min_length=self.min_length, **dataclasses.asdict(self.sampling()),
+                terms=terms, min_length=self.min_length, **dataclasses.asdict(self.sampling),
             )
         elif self.beam_size == 1:
             return greedy_search(

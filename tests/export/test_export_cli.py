@@ -268,7 +268,8 @@ def test_export_with_sampling_serves_the_same_samples_as_python(
                        "--sample", "--temperature", "1.5", "--top-p", "0.95", "--seed", "5", "--mbr",
                        "--block-ngrams", "3", "--serving-root", "") == 0
     _, loaded, metadata = load_saved_model(out)
-    assert metadata["search"]["sample"] is True and metadata["search"]["seed"] == 5
+    assert metadata["search"]["sampling"] == {"temperature": 1.5, "top_k": 0, "top_p": 0.95,
+                                              "epsilon": 0.0, "seed": 5}
     documents = tf.constant([[" ".join(e.documents[0].sentences()[:12])]
                              for e in real_examples("scisummnet", "val")[:3]])
     served = loaded.signatures["serving_default"](documents=documents)["summary_ids"].numpy()
@@ -279,6 +280,7 @@ def test_export_with_sampling_serves_the_same_samples_as_python(
                               for k, v in metadata["search"].items()})
     features = structurer(documents)
     result = search(model, features)
+    assert search.sampling.seed == 5  # the dict came back as a Sampling
     plain = dataclasses.replace(search, mbr=False)(model, features)
     sequences = result["sequences"].numpy()
     for b in range(len(sequences)):
