@@ -82,6 +82,17 @@ def test_truncated_distribution_matches_numpy(settings):
         )
 
 
+@pytest.mark.parametrize("top_p, kept", [(0.5, 1), (0.75, 2), (0.8, 3), (0.9, 5)])
+def test_the_nucleus_is_the_smallest_set_reaching_p(top_p, kept):
+    """Dyadic probabilities (exact in float32): the nucleus stops as soon as
+    its mass reaches p (Holtzman et al. 2020), so 0.5 keeps one id, not two;
+    at 0.9 the fourth id enters and the fifth, tied with it, stays too."""
+    probs = np.array([0.5, 0.25, 0.125, 0.0625, 0.0625])
+    got = np.exp(numpy(Sampling(top_p=top_p).truncate(np.log(probs).astype("float32"))))
+    expected = np.where(np.arange(5) < kept, probs, 0.0)
+    np.testing.assert_allclose(got, expected / expected.sum(), atol=1e-7)
+
+
 @pytest.mark.parametrize("settings", SETTINGS)
 def test_draw_is_inverse_transform_sampling(settings):
     rng = np.random.default_rng(1)
