@@ -39,9 +39,9 @@ import dataclasses
 
 from keras import ops
 
+from keras_hsum.decoding.beam_search import _DEAD  # a blocked id's log-prob bound
 from keras_hsum.decoding.terms import NEG_INF
 
-_DEAD = NEG_INF / 2
 _GOLDEN = 0x9E3779B9
 
 
@@ -114,7 +114,7 @@ class Sampling:
         log_probs = ops.where(
             blocked, NEG_INF, ops.log_softmax(log_probs / float(self.temperature), axis=-1)
         )
-        probs = ops.where(blocked, 0.0, ops.exp(log_probs))
+        probs = ops.exp(log_probs)  # exactly 0 where blocked
         keep = ops.logical_not(blocked)
         if self.top_k:
             k = int(self.top_k)
@@ -153,9 +153,7 @@ class Sampling:
             int32 [...]: the drawn ids (never a blocked or truncated id
             while any id is allowed).
         """
-        probs = ops.exp(self.truncate(log_probs))
-        probs = ops.where(probs > 0, probs, 0.0)
-        cdf = ops.cumsum(probs, axis=-1)
+        cdf = ops.cumsum(ops.exp(self.truncate(log_probs)), axis=-1)  # 0-steps where dropped
         target = ops.cast(uniforms, "float32")[..., None] * cdf[..., -1:]
         token = ops.sum(ops.cast(cdf < target, "int32"), axis=-1)
         return ops.minimum(token, ops.shape(cdf)[-1] - 1)
