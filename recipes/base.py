@@ -68,7 +68,18 @@ class RecipeConfig:
         checkpoint_monitor: what picks `best.keras` among the epochs:
             "val_loss" (the lowest validation loss) or "val_accuracy" (the
             highest validation token accuracy; the default strategy only,
-            and a recipe whose metrics include "accuracy").
+            and a recipe whose metrics include "accuracy") or "val_reward"
+            (with `reinforce_weight` > 0: the highest mean reward of the
+            samples drawn on the validation examples, the same draws at
+            every epoch).
+        reinforce_weight: λ of sequence-level training on a ROUGE reward
+            (`keras_hsum.models.ReinforceObjective`): the loss becomes
+            (1 - λ) · cross-entropy + λ · REINFORCE with a leave-one-out
+            baseline over `reinforce_samples` samples per example, drawn
+            in-graph at every step. 0: off (teacher forcing only). Usually
+            a fine-tuning stage after `--init-from`; the default strategy
+            only.
+        reinforce_samples: K >= 2 samples per example.
         seed: shuffling and initialisation seed.
     """
 
@@ -90,6 +101,8 @@ class RecipeConfig:
     train_references: str = "primary"
     validation_holdout: float = 0.0
     checkpoint_monitor: str = "val_loss"
+    reinforce_weight: float = 0.0
+    reinforce_samples: int = 4
     seed: int = 0
 
     def replace(self, **changes):

@@ -103,6 +103,7 @@ def search(
     terms=(),
     greedy=False,
     sampling=None,
+    sampling_stream=None,
 ):
     """Beam search (or sampling) over a plain step function.
 
@@ -129,6 +130,9 @@ def search(
             blocked (tempered, truncated) distribution until EOS or L;
             they end ranked by score like beam hypotheses. No early
             termination: every sample runs to its end.
+        sampling_stream: with `sampling`, an optional integer scalar (may
+            be a tensor) mixed into its seed (`hashed_uniforms`): training
+            passes its step so that every step draws new samples.
 
     Returns:
         dict with
@@ -173,7 +177,7 @@ def search(
     first_log_probs = ops.where(
         ops.logical_or(ops.arange(K) == 0, sampling is not None), 0.0, NEG_INF
     )
-    uniforms = None if sampling is None else sampling.uniforms((batch_size, K, L))
+    uniforms = None if sampling is None else sampling.uniforms((batch_size, K, L), sampling_stream)
     alive_log_probs = ops.broadcast_to(
         ops.cast(first_log_probs, "float32")[None, :], (batch_size, K)
     )
@@ -311,7 +315,7 @@ def search(
 
 
 def _model_search(model, inputs, beam_size, max_length, terms, eos_id, pad_id, greedy,
-                  sampling=None):
+                  sampling=None, sampling_stream=None):
     eos_id = model.eos_id if eos_id is None else eos_id
     pad_id = model.pad_id if pad_id is None else pad_id
     K = int(beam_size)
@@ -338,6 +342,7 @@ def _model_search(model, inputs, beam_size, max_length, terms, eos_id, pad_id, g
         terms=terms,
         greedy=greedy,
         sampling=sampling,
+        sampling_stream=sampling_stream,
     )
 
 

@@ -58,14 +58,24 @@ def _fmix32(x):
     return ops.bitwise_xor(x, ops.right_shift(x, _uint32(16)))
 
 
-def hashed_uniforms(shape, seed):
+def hashed_uniforms(shape, seed, stream=None):
     """float32 `shape` uniforms in (0, 1) from the counter-based generator of
-    the module docstring (sizes may be scalar tensors)."""
+    the module docstring (sizes may be scalar tensors).
+
+    `stream`, an optional integer scalar (a tensor: e.g. the optimizer's
+    step), is mixed into the key, fmix32(key XOR fmix32(stream · 0x9E3779B9
+    XOR 0x85EBCA77)), so that one seed gives a new, still reproducible
+    buffer for every stream value (training draws new samples each step)."""
     count = 1
     for size in shape:
         count = count * size
     index = _uint32(ops.arange(count, dtype="int32"))
     key = _fmix32(_uint32((int(seed) + _GOLDEN) & 0xFFFFFFFF))
+    if stream is not None:
+        mixed = ops.bitwise_xor(
+            ops.multiply(_uint32(stream), _uint32(_GOLDEN)), _uint32(0x85EBCA77)
+        )
+        key = _fmix32(ops.bitwise_xor(key, _fmix32(mixed)))
     bits = _fmix32(ops.bitwise_xor(ops.multiply(index, _uint32(_GOLDEN)), key))
     top = ops.cast(ops.right_shift(bits, _uint32(9)), "float32")
     return ops.reshape((top + 0.5) * (1.0 / 8388608.0), shape)
@@ -137,9 +147,9 @@ class Sampling:
         kept = ops.where(keep, log_probs, NEG_INF)
         return ops.where(keep, ops.log_softmax(kept, axis=-1), NEG_INF)
 
-    def uniforms(self, shape):
+    def uniforms(self, shape, stream=None):
         """The uniforms in (0, 1) of a whole search (`hashed_uniforms`)."""
-        return hashed_uniforms(shape, self.seed)
+        return hashed_uniforms(shape, self.seed, stream)
 
     def draw(self, log_probs, uniforms):
         """Inverse transform sampling.

@@ -22,6 +22,7 @@ from keras_hsum.models.discourse_summarizer import DiscourseSummarizer
 from keras_hsum.models.flat_transformer import FlatTransformer
 from keras_hsum.models.hierarchical_transformer import HierarchicalTransformer
 from keras_hsum.models.losses import LabelSmoothedCrossEntropy
+from keras_hsum.models.reinforce import ReinforceObjective
 from keras_hsum.models.paragraph_ranker import ParagraphBinaryCrossEntropy
 from keras_hsum.models.paragraph_ranker import ParagraphRanker
 from keras_hsum.models.paragraph_ranker import rerank_paragraphs
@@ -43,6 +44,7 @@ __all__ = [
     "FlatTransformer",
     "HierarchicalTransformer",
     "LabelSmoothedCrossEntropy",
+    "ReinforceObjective",
     "ParagraphAttentionMSE",
     "ParagraphBinaryCrossEntropy",
     "ParagraphRanker",

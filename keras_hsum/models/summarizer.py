@@ -49,6 +49,11 @@ class Summarizer(keras.Model):
             `Vocabulary` uses 0, 2 and 3).
     """
 
+    # An optional sequence-level training term (`keras_hsum.models.
+    # ReinforceObjective`): `compute_loss` adds it while training. Not part
+    # of the config: a saved model reloads without it.
+    sequence_objective = None
+
     def __init__(self, pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID, **kwargs):
         super().__init__(**kwargs)
         self.pad_id = pad_id
@@ -85,12 +90,47 @@ class Summarizer(keras.Model):
             inputs["decoder_tokens"], memory, inputs=inputs, training=training
         )
 
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """The compiled loss, mixed with `sequence_objective`'s term while training."""
+        loss = super().compute_loss(
+            x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training
+        )
+        objective = self.sequence_objective
+        if objective is None:
+            return loss
+        # A keras.metrics.Mean that the trainer adds: `reward` and `val_reward`
+        # in the progress bar and the history.
+        tracker = getattr(self, "reward_tracker", None)
+        if not training:
+            if tracker is not None:
+                # The same draws at every evaluation (the seed alone), so
+                # that `val_reward` compares epochs.
+                rewards = objective.sample_rewards(self, x, y)[2]
+                tracker.update_state(rewards, _example_weights(y, sample_weight, rewards))
+            return loss
+        step = None if self.optimizer is None else self.optimizer.iterations
+        terms = objective.terms(self, x, y, sample_weight=sample_weight, step=step)
+        if tracker is not None:
+            tracker.update_state(
+                terms["rewards"], _example_weights(y, sample_weight, terms["rewards"])
+            )
+        return (1.0 - objective.weight) * loss + objective.weight * terms["loss"]
+
     def get_config(self):
         config = super().get_config()
         config.update(
             {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
         )
         return config
+
+
+def _example_weights(labels, sample_weight, like):
+    """float [B,K] like `like`: 1 for the examples with a label token, else 0."""
+    if sample_weight is None:
+        real = ops.any(ops.not_equal(labels, PAD_ID), axis=-1)
+    else:
+        real = ops.sum(ops.cast(sample_weight, "float32"), axis=-1) > 0
+    return ops.cast(real, "float32")[:, None] * ops.ones_like(like)
 
 
 def decoder_padding_mask(decoder_tokens, pad_id=PAD_ID):

@@ -281,7 +281,7 @@ class TimeBudget(keras.callbacks.Callback):
 
 
 # What may pick `best.keras`, and which way is better.
-CHECKPOINT_MONITORS = {"val_loss": "min", "val_accuracy": "max"}
+CHECKPOINT_MONITORS = {"val_loss": "min", "val_accuracy": "max", "val_reward": "max"}
 
 
 def check_checkpoint_monitor(monitor):
@@ -295,7 +295,8 @@ def check_checkpoint_monitor(monitor):
 
 class EpochCheckpoint(keras.callbacks.Callback):
     """Writes `model.keras` (the last epoch) and `best.keras` (the best
-    `monitor`: the lowest `val_loss` or the highest `val_accuracy`) in
+    `monitor`: the lowest `val_loss`, the highest `val_accuracy` or, with
+    sequence-level training, the highest `val_reward`) in
     `directory`, atomically, at every epoch end.
 
     `best.json` records the monitor, its best value and that epoch's epoch

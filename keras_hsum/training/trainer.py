@@ -47,6 +47,7 @@ from keras_hsum.data.reader import read_examples
 from keras_hsum.data.vocabulary import Vocabulary
 from keras_hsum.data.vocabulary import corpus_sentences
 from keras_hsum.models.losses import LabelSmoothedCrossEntropy
+from keras_hsum.models.reinforce import ReinforceObjective
 from keras_hsum.training.callbacks import AveragedWeightsForValidation
 from keras_hsum.training.callbacks import EpochCheckpoint
 from keras_hsum.training.callbacks import NonFiniteLossGuard
@@ -316,10 +317,25 @@ def recipe_metrics(recipe, config):
     return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
 
 
+def sequence_objective(config):
+    """The config's `ReinforceObjective`, or None when `reinforce_weight` is 0
+    (or the recipe's config has no such field)."""
+    weight = getattr(config, "reinforce_weight", 0.0) or 0.0
+    if not weight:
+        return None
+    return ReinforceObjective(
+        weight=weight, num_samples=getattr(config, "reinforce_samples", 4), seed=config.seed
+    )
+
+
 def build_compiled_model(recipe, config, vocabulary_size, sample_inputs):
     """Builds the recipe's model, runs it once on `sample_inputs` (so that
     every weight exists before a backup is restored) and compiles it."""
     model = recipe.build_model(config, vocabulary_size)
+    if sequence_objective(config) is not None:
+        # The samples' mean reward, beside the loss in the progress bar, the
+        # history and TensorBoard (a metric must exist before the build).
+        model.reward_tracker = keras.metrics.Mean(name="reward")
     model(sample_inputs, training=False)
     model.compile(
         optimizer=make_optimizer(config),
@@ -550,6 +566,18 @@ def train(
             f"{strategy} training loop validates the loss only. Use "
             "checkpoint_monitor='val_loss' or strategy 'default'."
         )
+    reinforce = sequence_objective(config)
+    if reinforce is not None and strategy != "default":
+        raise ValueError(
+            f"reinforce_weight={config.reinforce_weight} (sequence-level training) "
+            f"needs the default strategy; received strategy {strategy!r}."
+        )
+    if monitor == "val_reward" and reinforce is None:
+        raise ValueError(
+            "checkpoint_monitor='val_reward' is the held-out reward of "
+            "sequence-level training; set reinforce_weight > 0, or monitor "
+            "val_loss or val_accuracy."
+        )
     _init_checkpoint_file(init_checkpoint)
     if init_from is None and init_checkpoint != "last":
         raise ValueError(
@@ -626,6 +654,7 @@ def train(
         model = build_compiled_model(
             recipe, config, vocabulary.vocabulary_size, sample_inputs
         )
+    model.sequence_objective = reinforce
     backup_dir = os.path.join(out, "backup")
     done = TrainingBackup.restore(model, backup_dir)
     if init_from is not None and not done:
