@@ -5,8 +5,8 @@ summary a search returns is instead judged whole, by ROUGE. Following
 Ranzato et al. (2016) and Paulus et al. (2018), `ReinforceObjective` adds
 to the token cross-entropy a policy-gradient term on a sequence reward: for
 each training example x with reference y*, K samples y_1..y_K are drawn
-from the model (the in-graph `search` with `Sampling`, no gradient), each
-scored
+from the model (the in-graph `search` with `Sampling`, no gradient; the
+padding and BOS ids, which no reference holds, are blocked), each scored
 
     r_k = mean over the orders n of ROUGE-N F1(y_k, y*)
 
@@ -46,6 +46,7 @@ from keras import ops
 from keras_hsum.decoding.beam_search import _model_search
 from keras_hsum.decoding.mbr import pairwise_rouge_n
 from keras_hsum.decoding.sampling import Sampling
+from keras_hsum.decoding.terms import TokenBlocking
 
 
 def rouge_rewards(samples, lengths, reference, *, eos_id, pad_id=0, orders=(1, 2)):
@@ -218,8 +219,12 @@ class ReinforceObjective:
             key: value for key, value in inputs.items()
             if key not in ("decoder_tokens", "target_mask")
         }
+        # Padding and BOS are never targets; a sample holding one would be
+        # scored by teacher forcing on another input than it was drawn
+        # from (a pad id is masked as padding there).
+        blocking = [TokenBlocking(sorted({int(model.pad_id), int(model.bos_id)}))]
         result = _model_search(
-            model, encoder_inputs, self.num_samples, length, (), None, None, False,
+            model, encoder_inputs, self.num_samples, length, blocking, None, None, False,
             self.sampling(), step,
         )
         samples = ops.stop_gradient(result["sequences"])

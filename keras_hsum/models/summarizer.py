@@ -108,7 +108,7 @@ class Summarizer(keras.Model):
                 rewards = objective.sample_rewards(self, x, y)[2]
                 tracker.update_state(rewards, _example_weights(y, sample_weight, rewards))
             return loss
-        step = None if self.optimizer is None else self.optimizer.iterations
+        step = _draw_stream(self, y)
         terms = objective.terms(self, x, y, sample_weight=sample_weight, step=step)
         if tracker is not None:
             tracker.update_state(
@@ -122,6 +122,19 @@ class Summarizer(keras.Model):
             {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
         )
         return config
+
+
+def _draw_stream(model, labels):
+    """The integer that `ReinforceObjective` mixes into its seed at a training
+    step: the optimizer's step, so each step draws new samples. JAX's `fit`
+    purges the optimizer's variables from the traced step, so there the
+    stream is a checksum of the batch's labels instead (a batch seen again
+    draws the same samples)."""
+    if model.optimizer is not None and keras.backend.backend() != "jax":
+        return ops.convert_to_tensor(model.optimizer.iterations)
+    labels = ops.cast(labels, "int32")
+    positions = ops.arange(1, ops.shape(labels)[-1] + 1, dtype="int32")
+    return ops.sum(labels * positions[None, :])
 
 
 def _example_weights(labels, sample_weight, like):
