@@ -154,3 +154,39 @@ def test_distributed_training_refuses_an_accuracy_monitor(corpus, tmp_path):
     assert result.returncode != 0
     assert "needs the default strategy" in result.stderr
     assert not os.path.exists(os.path.join(out, "model.keras"))
+
+
+def test_sequence_level_training_logs_rewards_and_keeps_the_best_reward(corpus, tmp_path):
+    data, vocabulary = corpus
+    out = new_run_folder(str(tmp_path / "run"), vocabulary)
+    result = run(train_command("flat", data, out, epochs=3, steps_per_epoch=2,
+                               overrides=("reinforce_weight=0.5", "reinforce_samples=2",
+                                          "checkpoint_monitor=val_reward",
+                                          "learning_rate=2.0")))
+    assert result.returncode == 0, result.stderr[-3000:]
+    entries = history(out)
+    rewards = [e["val_reward"] for e in entries]
+    # Mean ROUGE-1/2 F1 of the samples: in [0, 1], and above 0 on real
+    # text (a sample shares some pieces with its reference).
+    assert all(0.0 < e["reward"] < 1.0 and 0.0 < e["val_reward"] < 1.0 for e in entries)
+    with open(os.path.join(out, "best.json")) as file:
+        best = json.load(file)
+    assert best["monitor"] == "val_reward"
+    assert best["epoch"] == rewards.index(max(rewards)) + 1
+    assert best["value"] == pytest.approx(max(rewards), rel=1e-6)
+
+
+@pytest.mark.parametrize("overrides, strategy, message", [
+    (("checkpoint_monitor=val_reward",), "default",
+     "checkpoint_monitor='val_reward' is the held-out reward"),
+    (("reinforce_weight=0.5",), "mirrored", "needs the default strategy"),
+])
+def test_sequence_level_settings_that_cannot_work_are_refused(corpus, tmp_path, overrides,
+                                                              strategy, message):
+    data, vocabulary = corpus
+    out = new_run_folder(str(tmp_path / "run"), vocabulary)
+    result = run(train_command("flat", data, out, epochs=1, steps_per_epoch=1,
+                               overrides=overrides, strategy=strategy))
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr[-2000:]
+    assert not os.path.exists(os.path.join(out, "model.keras"))
