@@ -149,20 +149,16 @@ class ReinforceObjective:
         weight: λ in (0, 1]: L = (1 - λ) · L_MLE + λ · L_RL.
         num_samples: K >= 2 samples per example.
         orders: n-gram orders of the reward (ROUGE-1 and ROUGE-2 F1).
-        temperature, top_k, top_p, epsilon: the sampling distribution
-            (`keras_hsum.decoding.Sampling`; the defaults draw from the model).
-        seed: the draws' seed; each optimizer step mixes its step number in,
-            so a run is reproducible and every step draws new samples.
+        sampling: a `keras_hsum.decoding.Sampling` (or its dict): the
+            sampling distribution (the default draws from the model) and the
+            draws' seed; each optimizer step mixes its step number into the
+            seed, so a run is reproducible and every step draws new samples.
     """
 
     weight: float = 0.9
     num_samples: int = 4
     orders: tuple = (1, 2)
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    epsilon: float = 0.0
-    seed: int = 0
+    sampling: Sampling = Sampling()
 
     def __post_init__(self):
         problems = []
@@ -176,23 +172,21 @@ class ReinforceObjective:
         if problems:
             raise ValueError("ReinforceObjective expects " + "; ".join(problems) + ".")
         object.__setattr__(self, "orders", tuple(int(n) for n in orders))
-        # Validates the sampling settings (raises with their names).
-        self.sampling()
-
-    def sampling(self):
-        return Sampling(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p,
-                        epsilon=self.epsilon, seed=self.seed)
+        if isinstance(self.sampling, dict):  # Sampling checks its settings
+            object.__setattr__(self, "sampling", Sampling(**self.sampling))
+        if not isinstance(self.sampling, Sampling):
+            raise ValueError(
+                "ReinforceObjective expects `sampling` a keras_hsum.decoding.Sampling "
+                f"or its dict; received {self.sampling!r}."
+            )
 
     def get_config(self):
-        config = dataclasses.asdict(self)
+        config = dataclasses.asdict(self)  # `sampling` becomes its dict
         config["orders"] = list(self.orders)
         return config
 
     @classmethod
     def from_config(cls, config):
-        config = dict(config)
-        if "orders" in config:
-            config["orders"] = tuple(config["orders"])
         return cls(**config)
 
     def sample_rewards(self, model, inputs, labels, step=None):
@@ -225,7 +219,7 @@ class ReinforceObjective:
         blocking = [TokenBlocking(sorted({int(model.pad_id), int(model.bos_id)}))]
         result = _model_search(
             model, encoder_inputs, self.num_samples, length, blocking, None, None, False,
-            self.sampling(), step,
+            self.sampling, step,
         )
         samples = ops.stop_gradient(result["sequences"])
         lengths = ops.stop_gradient(result["lengths"])

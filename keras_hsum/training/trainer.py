@@ -46,6 +46,7 @@ from keras_hsum.data.reader import one_example_per_reference
 from keras_hsum.data.reader import read_examples
 from keras_hsum.data.vocabulary import Vocabulary
 from keras_hsum.data.vocabulary import corpus_sentences
+from keras_hsum.decoding.sampling import Sampling
 from keras_hsum.models.losses import LabelSmoothedCrossEntropy
 from keras_hsum.models.reinforce import ReinforceObjective
 from keras_hsum.training.callbacks import AveragedWeightsForValidation
@@ -324,7 +325,8 @@ def sequence_objective(config):
     if not weight:
         return None
     return ReinforceObjective(
-        weight=weight, num_samples=getattr(config, "reinforce_samples", 4), seed=config.seed
+        weight=weight, num_samples=getattr(config, "reinforce_samples", 4),
+        sampling=Sampling(seed=config.seed),
     )
 
 

@@ -140,6 +140,19 @@ def test_hashed_uniforms_match_a_numpy_transcription_and_are_uniform(seed):
     assert not np.array_equal(u, numpy(hashed_uniforms((5, 40, 50), seed + 1)))
 
 
+@pytest.mark.parametrize("stream", [0, 1, 12345, 2**31 - 1])
+def test_streams_of_the_uniforms_match_a_numpy_transcription(stream):
+    u = numpy(hashed_uniforms((3, 50), 11, ops.convert_to_tensor(stream, "int64")))
+    index = np.arange(u.size, dtype=np.uint64)
+    key = _fmix32(np.array([(11 + 0x9E3779B9) & 0xFFFFFFFF], np.uint64))
+    mixed = _fmix32(np.array([((stream * 0x9E3779B9) & 0xFFFFFFFF) ^ 0x85EBCA77], np.uint64))
+    key = _fmix32(key ^ mixed)
+    bits = _fmix32(((index * 0x9E3779B9) & 0xFFFFFFFF) ^ key)
+    np.testing.assert_array_equal(u.ravel(), ((bits >> 9) + 0.5) / 2.0 ** 23)
+    assert not np.array_equal(u, numpy(hashed_uniforms((3, 50), 11)))
+    assert not np.array_equal(u, numpy(hashed_uniforms((3, 50), 11, stream + 1)))
+
+
 def test_blocked_and_truncated_ids_are_never_drawn():
     rng = np.random.default_rng(2)
     logits = rng.normal(size=(64, 50)) * 3.0

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from keras import ops
 
+from keras_hsum.decoding import Sampling
 from keras_hsum.decoding import TokenBlocking
 from keras_hsum.decoding import sample_search
-from keras_hsum.decoding.sampling import hashed_uniforms
 from keras_hsum.models import FlatTransformer
 from keras_hsum.models import LabelSmoothedCrossEntropy
 from keras_hsum.models import ParallelHierarchicalTransformer
@@ -153,7 +153,7 @@ def test_the_loss_is_the_reinforce_estimate_from_its_parts():
     model = built(flat_model(), flat_inputs(batch=3))
     inputs = flat_inputs(batch=3)
     labels = np.array([[5, 6, 7, 8, EOS, 0], [9, 9, 10, EOS, 0, 0], [0] * 6], "int32")
-    objective = ReinforceObjective(weight=0.7, num_samples=3, seed=4)
+    objective = ReinforceObjective(weight=0.7, num_samples=3, sampling=Sampling(seed=4))
     terms = objective.terms(model, inputs, labels, step=2, training=False)
     samples, lengths = numpy(terms["samples"]), numpy(terms["lengths"])
     assert samples.shape == (3, 3, 6)
@@ -210,9 +210,10 @@ def test_training_on_the_reward_alone_raises_the_expected_reward():
     x = dict(inputs, decoder_tokens=np.concatenate([np.full((2, 1), 2), labels[:, :-1]], 1)
              .astype("int32"))
     model = built(flat_model(seed=3), inputs)
-    model.sequence_objective = ReinforceObjective(weight=1.0, num_samples=8, seed=1)
+    model.sequence_objective = ReinforceObjective(weight=1.0, num_samples=8,
+                                                  sampling=Sampling(seed=1))
     model.compile(optimizer=keras.optimizers.Adam(0.01), loss=LabelSmoothedCrossEntropy(0.0))
-    evaluation = ReinforceObjective(num_samples=64, seed=99)
+    evaluation = ReinforceObjective(num_samples=64, sampling=Sampling(seed=99))
 
     def mean_reward():
         return float(numpy(evaluation.sample_rewards(model, x, labels)[2]).mean())
@@ -233,29 +234,13 @@ def test_objective_settings_are_checked():
     with pytest.raises(ValueError, match="orders a non-empty tuple"):
         ReinforceObjective(orders=())
     with pytest.raises(ValueError, match=r"temperature > 0"):
-        ReinforceObjective(temperature=0.0)
-    objective = ReinforceObjective(weight=0.5, orders=[1, 3], top_k=5)
+        ReinforceObjective(sampling={"temperature": 0.0})
+    with pytest.raises(ValueError, match="`sampling` a keras_hsum.decoding.Sampling"):
+        ReinforceObjective(sampling=0.5)
+    objective = ReinforceObjective(weight=0.5, orders=[1, 3], sampling=Sampling(top_k=5, seed=2))
     assert objective.orders == (1, 3)
-    assert ReinforceObjective.from_config(objective.get_config()) == objective
+    config = objective.get_config()
+    assert config["sampling"] == {"temperature": 1.0, "top_k": 5, "top_p": 1.0,
+                                  "epsilon": 0.0, "seed": 2}
+    assert ReinforceObjective.from_config(config) == objective
 
-
-def _fmix32(x):
-    x = x.astype(np.uint64)
-    x ^= x >> 16
-    x = (x * 0x85EBCA6B) & 0xFFFFFFFF
-    x ^= x >> 13
-    x = (x * 0xC2B2AE35) & 0xFFFFFFFF
-    return x ^ (x >> 16)
-
-
-@pytest.mark.parametrize("stream", [0, 1, 12345, 2**31 - 1])
-def test_streams_of_the_uniforms_match_a_numpy_transcription(stream):
-    u = numpy(hashed_uniforms((3, 50), 11, ops.convert_to_tensor(stream, "int64")))
-    index = np.arange(u.size, dtype=np.uint64)
-    key = _fmix32(np.array([(11 + 0x9E3779B9) & 0xFFFFFFFF], np.uint64))
-    mixed = _fmix32(np.array([((stream * 0x9E3779B9) & 0xFFFFFFFF) ^ 0x85EBCA77], np.uint64))
-    key = _fmix32(key ^ mixed)
-    bits = _fmix32(((index * 0x9E3779B9) & 0xFFFFFFFF) ^ key)
-    np.testing.assert_array_equal(u.ravel(), ((bits >> 9) + 0.5) / 2.0 ** 23)
-    assert not np.array_equal(u, numpy(hashed_uniforms((3, 50), 11)))
-    assert not np.array_equal(u, numpy(hashed_uniforms((3, 50), 11, stream + 1)))
