@@ -858,7 +858,7 @@ RUNS["flat_copy_shift_rl99_scitldr"] = dict(
 # of the two (the row of record first), the higher pooled mean
 # ROUGE-1/ROUGE-2 F1 on the 4 held-out products is fewsum_amazon's row of
 # record (`quality.py choose_row fewsum_amazon_reinforce`).
-# Ran with the code of 51b5b77 (before pad and BOS were blocked in the
+# Ran at 7eee27a (before pad and BOS were blocked in the
 # draws; a trained model gives them no mass) and shared the 2 cores with
 # unit tests for about 8 of its 15 minutes: 244 steps (4 s a step alone).
 # Training reward 0.2061 at step 25, 0.2186 at 244; held-out sample reward
