@@ -860,7 +860,9 @@ RUNS["flat_copy_shift_rl99_scitldr"] = dict(
 # record (`quality.py choose_row fewsum_amazon_reinforce`).
 # Ran at 7eee27a (before pad and BOS were blocked in the
 # draws; a trained model gives them no mass) and shared the 2 cores with
-# unit tests for about 8 of its 15 minutes: 244 steps (4 s a step alone).
+# unit tests for about 10 of its 15 minutes: 244 steps (about 4 s a step
+# shared, 2.5 s alone, validation included; alone it would have made about
+# 350).
 # Training reward 0.2061 at step 25, 0.2186 at 244; held-out sample reward
 # 0.2057 at 25, highest 0.2280 at step 175 (the checkpoint). The hold-out
 # kept the row of record by 0.00006 (pooled 0.20462 against 0.20456; R1/R2
