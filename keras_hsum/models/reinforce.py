@@ -113,6 +113,16 @@ def leave_one_out_advantages(rewards):
     return rewards - baseline
 
 
+def reference_weights(labels, sample_weight=None, pad_id=0):
+    """float32 [B]: 1 for the examples with a reference token, else 0 (from
+    the label mask `sample_weight` [B,S] when given, else from `labels`)."""
+    if sample_weight is None:
+        real = ops.any(ops.not_equal(ops.cast(labels, "int32"), pad_id), axis=-1)
+    else:
+        real = ops.sum(ops.cast(sample_weight, "float32"), axis=-1) > 0
+    return ops.cast(real, "float32")
+
+
 def sequence_log_probs(model, inputs, samples, lengths, training=True):
     """log p(y_k | x) [B,K] of samples under teacher forcing.
 
@@ -248,27 +258,19 @@ class ReinforceObjective:
 
         Returns:
             dict: `samples` int32 [B,K,S], `lengths` [B,K], `rewards`
-            float32 [B,K], `advantages` [B,K], `log_probs` [B,K], `loss`
-            (the scalar L_RL).
+            float32 [B,K], `advantages` [B,K], `log_probs` [B,K], `weights`
+            float32 [B] (w_b), `loss` (the scalar L_RL).
         """
         labels = ops.cast(labels, "int32")
         length = labels.shape[-1]
         samples, lengths, rewards = self.sample_rewards(model, inputs, labels, step)
         advantages = ops.stop_gradient(leave_one_out_advantages(rewards))
         log_probs = sequence_log_probs(model, inputs, samples, lengths, training=training)
-        if sample_weight is None:
-            has_reference = ops.any(ops.not_equal(labels, model.pad_id), axis=-1)
-        else:
-            has_reference = ops.sum(ops.cast(sample_weight, "float32"), axis=-1) > 0
-        weights = ops.cast(has_reference, "float32")[:, None]
+        weights = reference_weights(labels, sample_weight, model.pad_id)
         batch = ops.cast(ops.shape(labels)[0], "float32")
-        loss = -ops.sum(weights * advantages * log_probs) / (
+        loss = -ops.sum(weights[:, None] * advantages * log_probs) / (
             batch * float(self.num_samples) * float(length)
         )
         return {"samples": samples, "lengths": lengths, "rewards": rewards,
-                "advantages": advantages, "log_probs": log_probs, "loss": loss}
-
-    def __call__(self, model, inputs, labels, mle_loss, sample_weight=None, step=None):
-        """(1 - λ) · `mle_loss` + λ · L_RL for one training batch."""
-        rl = self.terms(model, inputs, labels, sample_weight, step)["loss"]
-        return (1.0 - self.weight) * mle_loss + self.weight * rl
+                "advantages": advantages, "log_probs": log_probs, "weights": weights,
+                "loss": loss}

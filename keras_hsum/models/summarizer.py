@@ -31,6 +31,7 @@ import keras
 from keras import ops
 
 from keras_hsum.layers.masking import as_bool_mask
+from keras_hsum.models.reinforce import reference_weights
 
 PAD_ID = 0
 BOS_ID = 2
@@ -101,20 +102,22 @@ class Summarizer(keras.Model):
         # A keras.metrics.Mean that the trainer adds: `reward` and `val_reward`
         # in the progress bar and the history.
         tracker = getattr(self, "reward_tracker", None)
-        if not training:
-            if tracker is not None:
-                # The same draws at every evaluation (the seed alone), so
-                # that `val_reward` compares epochs.
-                rewards = objective.sample_rewards(self, x, y)[2]
-                tracker.update_state(rewards, _example_weights(y, sample_weight, rewards))
-            return loss
-        step = _draw_stream(self, y)
-        terms = objective.terms(self, x, y, sample_weight=sample_weight, step=step)
-        if tracker is not None:
-            tracker.update_state(
-                terms["rewards"], _example_weights(y, sample_weight, terms["rewards"])
+        if training:
+            terms = objective.terms(
+                self, x, y, sample_weight=sample_weight, step=_draw_stream(self, y)
             )
-        return (1.0 - objective.weight) * loss + objective.weight * terms["loss"]
+            rewards, weights = terms["rewards"], terms["weights"]
+            loss = (1.0 - objective.weight) * loss + objective.weight * terms["loss"]
+        elif tracker is not None:
+            # The same draws at every evaluation (the seed alone), so that
+            # `val_reward` compares epochs.
+            rewards = objective.sample_rewards(self, x, y)[2]
+            weights = reference_weights(y, sample_weight, self.pad_id)
+        else:
+            return loss
+        if tracker is not None:
+            tracker.update_state(rewards, weights[:, None] * ops.ones_like(rewards))
+        return loss
 
     def get_config(self):
         config = super().get_config()
@@ -135,15 +138,6 @@ def _draw_stream(model, labels):
     labels = ops.cast(labels, "int32")
     positions = ops.arange(1, ops.shape(labels)[-1] + 1, dtype="int32")
     return ops.sum(labels * positions[None, :])
-
-
-def _example_weights(labels, sample_weight, like):
-    """float [B,K] like `like`: 1 for the examples with a label token, else 0."""
-    if sample_weight is None:
-        real = ops.any(ops.not_equal(labels, PAD_ID), axis=-1)
-    else:
-        real = ops.sum(ops.cast(sample_weight, "float32"), axis=-1) > 0
-    return ops.cast(real, "float32")[:, None] * ops.ones_like(like)
 
 
 def decoder_padding_mask(decoder_tokens, pad_id=PAD_ID):

@@ -331,10 +331,12 @@ def sequence_objective(config):
 
 
 def build_compiled_model(recipe, config, vocabulary_size, sample_inputs):
-    """Builds the recipe's model, runs it once on `sample_inputs` (so that
-    every weight exists before a backup is restored) and compiles it."""
+    """Builds the recipe's model (with the config's `sequence_objective`),
+    runs it once on `sample_inputs` (so that every weight exists before a
+    backup is restored) and compiles it."""
     model = recipe.build_model(config, vocabulary_size)
-    if sequence_objective(config) is not None:
+    model.sequence_objective = sequence_objective(config)
+    if model.sequence_objective is not None:
         # The samples' mean reward, beside the loss in the progress bar, the
         # history and TensorBoard (a metric must exist before the build).
         model.reward_tracker = keras.metrics.Mean(name="reward")
@@ -656,7 +658,6 @@ def train(
         model = build_compiled_model(
             recipe, config, vocabulary.vocabulary_size, sample_inputs
         )
-    model.sequence_objective = reinforce
     backup_dir = os.path.join(out, "backup")
     done = TrainingBackup.restore(model, backup_dir)
     if init_from is not None and not done:
