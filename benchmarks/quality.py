@@ -877,6 +877,25 @@ RUNS["pht_copy_bothsets_rl_fewsum_amazon"] = dict(
                "checkpoint_monitor": "val_reward"},
 )
 
+# Declared before it trained (stop 32): pht_copy_bothsets_rl_fewsum_amazon
+# again, the same spec and seed, run as it was declared: alone on the 2
+# cores (the first run shared them with unit tests for about 10 of its 15
+# minutes and made 244 steps, about 350 alone) and with the library's
+# current draws (pad and BOS blocked, 6a33396; the first ran at 7eee27a).
+# It replaces that faulty run rather than adding to it: its 15 minutes
+# count once, so the budget stays at 60. The first run stays in the table
+# as it was scored (26.47 / 4.83). Decided before training: of the row of
+# record and this run (in that order), the higher pooled mean
+# ROUGE-1/ROUGE-2 F1 on the 4 held-out amazon products is fewsum_amazon's
+# row of record (`quality.py choose_row fewsum_amazon_reinforce_alone`);
+# the validation split is only scored. Known before declaring it: the
+# first run lost that choice by 0.00006 and scored below the row of
+# record on validation; the declaration repeats its spec unchanged.
+RUNS["pht_copy_bothsets_rl_alone_fewsum_amazon"] = dict(
+    RUNS["pht_copy_bothsets_rl_fewsum_amazon"],
+    label=RUNS["pht_copy_bothsets_rl_fewsum_amazon"]["label"] + ", run alone",
+)
+
 
 def _train_lines(dataset):
     """The non-blank JSONL lines of `dataset`'s training split, in file order."""
@@ -1512,6 +1531,9 @@ ROW_GROUPS = {
                              "flat_copy_shift_rl99_scitldr"], {}),
     "fewsum_amazon_reinforce": (["pht_copy_bothsets_tuned_fewsum_amazon",
                                  "pht_copy_bothsets_rl_fewsum_amazon"], {}),
+    # Declared before the rerun alone trained (stop 32; see RUNS).
+    "fewsum_amazon_reinforce_alone": (["pht_copy_bothsets_tuned_fewsum_amazon",
+                                       "pht_copy_bothsets_rl_alone_fewsum_amazon"], {}),
 }
 
 
