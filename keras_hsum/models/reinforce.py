@@ -170,8 +170,10 @@ class ReinforceObjective:
         orders: n-gram orders of the reward (ROUGE-1 and ROUGE-2 F1).
         sampling: a `keras_hsum.decoding.Sampling` (or its dict): the
             sampling distribution (the default draws from the model) and the
-            draws' seed; each optimizer step mixes its step number into the
-            seed, so a run is reproducible and every step draws new samples.
+            draws' seed; each training step mixes its step number into the
+            seed (the optimizer's step; under JAX, the model's own count of
+            training steps, which restarts at 0 for a new model object), so
+            a run is reproducible and every step draws new samples.
     """
 
     weight: float = 0.99

@@ -50,10 +50,28 @@ class Summarizer(keras.Model):
             `Vocabulary` uses 0, 2 and 3).
     """
 
-    # An optional sequence-level training term (`keras_hsum.models.
-    # ReinforceObjective`): `compute_loss` adds it while training. Not part
-    # of the config: a saved model reloads without it.
-    sequence_objective = None
+    @property
+    def sequence_objective(self):
+        """An optional sequence-level training term (`keras_hsum.models.
+        ReinforceObjective`) that `compute_loss` adds while training. Not
+        part of the config: a saved model reloads without it."""
+        return self.__dict__.get("_sequence_objective")
+
+    @sequence_objective.setter
+    def sequence_objective(self, objective):
+        self._sequence_objective = objective
+        if (objective is not None and keras.backend.backend() == "jax"
+                and self.__dict__.get("_draw_counter") is None):
+            # JAX's `fit` traces the step without the optimizer's variables,
+            # so the draws count steps with a seed generator of their own: a
+            # non-trainable state that `fit` carries from step to step and
+            # that is not saved with the weights. Attaching it to a built
+            # model is allowed here (as Keras itself does when untracking).
+            locked = self._tracker.locked
+            self._tracker.unlock()
+            self._draw_counter = keras.random.SeedGenerator(0, name="draw_counter")
+            if locked:
+                self._tracker.lock()
 
     def __init__(self, pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID, **kwargs):
         super().__init__(**kwargs)
@@ -104,7 +122,7 @@ class Summarizer(keras.Model):
         tracker = getattr(self, "reward_tracker", None)
         if training:
             terms = objective.terms(
-                self, x, y, sample_weight=sample_weight, step=_draw_stream(self, y)
+                self, x, y, sample_weight=sample_weight, step=_draw_stream(self)
             )
             rewards, weights = terms["rewards"], terms["weights"]
             loss = (1.0 - objective.weight) * loss + objective.weight * terms["loss"]
@@ -127,17 +145,18 @@ class Summarizer(keras.Model):
         return config
 
 
-def _draw_stream(model, labels):
+def _draw_stream(model):
     """The integer that `ReinforceObjective` mixes into its seed at a training
-    step: the optimizer's step, so each step draws new samples. JAX's `fit`
-    purges the optimizer's variables from the traced step, so there the
-    stream is a checksum of the batch's labels instead (a batch seen again
-    draws the same samples)."""
-    if model.optimizer is not None and keras.backend.backend() != "jax":
+    step, so that each step draws new samples: the optimizer's step (which
+    a resumed run restores). JAX's `fit` traces the step without the
+    optimizer's variables, so there it is the count of training steps taken
+    by the model's own draw counter (from 0 for each new model object: a
+    resumed or reloaded run counts again from 0)."""
+    if keras.backend.backend() == "jax":
+        return ops.cast(model._draw_counter.next()[1], "int32")
+    if model.optimizer is not None:
         return ops.convert_to_tensor(model.optimizer.iterations)
-    labels = ops.cast(labels, "int32")
-    positions = ops.arange(1, ops.shape(labels)[-1] + 1, dtype="int32")
-    return ops.sum(labels * positions[None, :])
+    return ops.convert_to_tensor(0, "int64")
 
 
 def decoder_padding_mask(decoder_tokens, pad_id=PAD_ID):

@@ -192,13 +192,54 @@ def test_compute_loss_mixes_the_terms_while_training_only():
     np.testing.assert_allclose(
         numpy(model.compute_loss(x, labels, y_pred, weight, training=False)), plain, rtol=1e-6)
     mixed = numpy(model.compute_loss(x, labels, y_pred, weight, training=True))
-    # The draws of the optimizer's step (0 here; under JAX a checksum of the labels).
-    stream = _draw_stream(model, labels)
-    if keras.backend.backend() != "jax":
-        assert int(numpy(stream)) == 0
-    rl = numpy(objective.terms(model, x, labels, weight, step=stream)["loss"])
+    # The draws of the first step: the optimizer's step 0 (under JAX, the
+    # draw counter's first count, 0; the call above advanced it to 1).
+    if keras.backend.backend() == "jax":
+        assert int(numpy(_draw_stream(model))) == 1
+    else:
+        assert int(numpy(_draw_stream(model))) == 0
+    rl = numpy(objective.terms(model, x, labels, weight, step=0)["loss"])
     np.testing.assert_allclose(mixed, 0.75 * plain + 0.25 * rl, rtol=1e-5, atol=1e-7)
     assert not np.isclose(mixed, plain)
+
+
+def test_each_training_step_draws_new_samples(tmp_path):
+    """`fit` mixes a step count into the draws' seed, on either backend
+    (JAX traces the step without the optimizer's variables, so there the
+    model counts its own steps): two steps on the same batch with the
+    weights frozen (learning rate 0) reward different samples, and a
+    second model object repeats the first one's draws. The model then
+    saves and reloads as a plain Summarizer (the counter is not a weight)."""
+    inputs = flat_inputs(seed=4)
+    labels = np.array([[5, 6, 7, 8, EOS, 0], [9, 10, 11, EOS, 0, 0]], "int32")
+    x = dict(inputs, decoder_tokens=np.concatenate([np.full((2, 1), 2), labels[:, :-1]], 1)
+             .astype("int32"))
+    weight = (labels != 0).astype("float32")
+
+    def rewards_of_two_steps():
+        model = flat_model(seed=5)
+        # The reward metric must exist before the build (as keras-hsum
+        # train attaches it); the objective may come after.
+        model.reward_tracker = keras.metrics.Mean(name="reward")
+        built(model, inputs)
+        model.sequence_objective = ReinforceObjective(weight=1.0, num_samples=8)
+        model.compile(optimizer=keras.optimizers.SGD(0.0), loss=LabelSmoothedCrossEntropy(0.0))
+        rewards = [model.train_on_batch(x, labels, sample_weight=weight,
+                                        return_dict=True)["reward"] for _ in range(2)]
+        return model, rewards
+
+    model, (first, second) = rewards_of_two_steps()
+    # 16 samples of up to 6 tokens from a random model over 40 ids: equal
+    # mean rewards from different draws would be a coincidence.
+    assert first != second, (first, second)
+    np.testing.assert_allclose(rewards_of_two_steps()[1], [first, second], rtol=1e-6)
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    reloaded = keras.models.load_model(path, compile=False)
+    assert reloaded.sequence_objective is None
+    assert len(reloaded.weights) == len(model.weights)
+    for saved, loaded in zip(model.weights, reloaded.weights):
+        np.testing.assert_array_equal(numpy(saved), numpy(loaded))
 
 
 def test_training_on_the_reward_alone_raises_the_expected_reward():
