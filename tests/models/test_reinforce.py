@@ -284,4 +284,3 @@ def test_objective_settings_are_checked():
     assert config["sampling"] == {"temperature": 1.0, "top_k": 5, "top_p": 1.0,
                                   "epsilon": 0.0, "seed": 2}
     assert ReinforceObjective.from_config(config) == objective
-
