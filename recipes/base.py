@@ -72,6 +72,10 @@ class RecipeConfig:
             (with `reinforce_weight` > 0: the highest mean reward of the
             samples drawn on the validation examples, the same draws at
             every epoch).
+        keep_epoch_checkpoints: also keep every epoch's weights, as
+            `epochs/epoch-NNN.keras` in the run folder, for a choice made
+            after training (`keras-hsum export --checkpoint epoch-N`); each
+            file is the size of `model.keras`.
         reinforce_weight: λ of sequence-level training on a ROUGE reward
             (`keras_hsum.models.ReinforceObjective`): the loss becomes
             (1 - λ) · cross-entropy + λ · REINFORCE with a leave-one-out
@@ -101,6 +105,7 @@ class RecipeConfig:
     train_references: str = "primary"
     validation_holdout: float = 0.0
     checkpoint_monitor: str = "val_loss"
+    keep_epoch_checkpoints: bool = False
     reinforce_weight: float = 0.0
     reinforce_samples: int = 4
     seed: int = 0

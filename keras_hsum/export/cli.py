@@ -37,19 +37,57 @@ RUN_VOCABULARY = "vocabulary.model"
 
 
 # ------------------------------------------------------------------- export
+def checkpoint_file(run, checkpoint):
+    """The weights file, relative to the run folder `run`, of `checkpoint`:
+    "last" (model.keras), "best" (best.keras) or "epoch-N" (epoch N's
+    weights, `epochs/epoch-NNN.keras`, kept by a run trained with
+    `keep_epoch_checkpoints=True`).
+
+    Raises:
+        ValueError: for another name, or an epoch the run did not keep
+            (the message lists the epochs it kept).
+    """
+    from keras_hsum.training.callbacks import epoch_checkpoint_name
+
+    if checkpoint in CHECKPOINTS:
+        return CHECKPOINTS[checkpoint]
+    prefix, _, number = str(checkpoint).partition("epoch-")
+    if prefix or not number.isdigit() or int(number) < 1:
+        raise ValueError(
+            f"`checkpoint` must be one of {sorted(CHECKPOINTS)} or 'epoch-N' (N >= 1, "
+            f"an epoch kept by keep_epoch_checkpoints=True), received {checkpoint!r}."
+        )
+    weights = epoch_checkpoint_name(int(number))
+    if not os.path.isfile(os.path.join(os.fspath(run), weights)):
+        folder = os.path.join(os.fspath(run), os.path.dirname(weights))
+        kept = sorted(
+            int(name[len("epoch-"):-len(".keras")]) for name in
+            (os.listdir(folder) if os.path.isdir(folder) else [])
+            if name.startswith("epoch-") and name.endswith(".keras")
+            and name[len("epoch-"):-len(".keras")].isdigit()
+        )
+        raise ValueError(
+            f"--run {os.fspath(run)!r} has no {weights} for --checkpoint {checkpoint}; "
+            + (f"it kept epochs {kept}." if kept else
+               "it kept no epoch's weights (train with --set keep_epoch_checkpoints=true).")
+        )
+    return weights
+
+
 def load_run(run, checkpoint="last"):
     """`(recipe_name, recipe, config, model, vocabulary)` of a run folder.
 
     Args:
         run: a `keras-hsum train` output folder.
-        checkpoint: "last" (model.keras, the weights training ended with)
-            or "best" (best.keras, the lowest validation loss or the run's
-            checkpoint_monitor).
+        checkpoint: "last" (model.keras, the weights training ended with),
+            "best" (best.keras, the lowest validation loss or the run's
+            checkpoint_monitor) or "epoch-N" (epoch N's weights, kept by
+            `keep_epoch_checkpoints=True`; see `checkpoint_file`).
 
     Raises:
         ValueError: the folder lacks config.json / the checkpoint /
             vocabulary.model, names an unknown recipe, or `checkpoint` is
-            neither "last" nor "best".
+            none of "last", "best" and a kept "epoch-N".
     """
     import keras
 
@@ -57,12 +95,7 @@ def load_run(run, checkpoint="last"):
     import recipes
     from keras_hsum.data.vocabulary import Vocabulary
 
-    if checkpoint not in CHECKPOINTS:
-        raise ValueError(
-            f"`checkpoint` must be one of {sorted(CHECKPOINTS)}, received "
-            f"{checkpoint!r}."
-        )
-    weights = CHECKPOINTS[checkpoint]
+    weights = checkpoint_file(run, checkpoint)
     run = os.fspath(run)
     missing = [
         name for name in (RUN_CONFIG, weights, RUN_VOCABULARY)
@@ -151,8 +184,8 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
         serving_root: models.config base paths (`<serving_root>/<name>`);
             None: absolute local paths.
         jit_compile: XLA-compile the encoder and search.
-        checkpoint: "last" (model.keras) or "best" (best.keras, the lowest
-            validation loss) weights of `run`.
+        checkpoint: "last" (model.keras), "best" (best.keras, the lowest
+            validation loss) or "epoch-N" (a kept epoch's) weights of `run`.
         mbr: serve the beam's hypothesis of highest expected ROUGE-1/2
             against the others (`SearchOptions.mbr`; needs beam_size >= 2).
         sampling: None (beam search), or a dict of `Sampling`'s settings
@@ -425,9 +458,10 @@ def add_parsers(subparsers):
     )
     export.add_argument("--version", type=int, default=None, help="default: next number")
     export.add_argument(
-        "--checkpoint", choices=sorted(CHECKPOINTS), default="last",
-        help="the run's last weights (model.keras) or those of its best "
-        "validation loss, or of its checkpoint_monitor (best.keras)",
+        "--checkpoint", default="last",
+        help="the run's last weights (last: model.keras), those of its best "
+        "validation loss or checkpoint_monitor (best: best.keras), or epoch N's "
+        "(epoch-N: epochs/epoch-NNN.keras, kept by keep_epoch_checkpoints=true)",
     )
     export.add_argument("--beam-size", type=int, default=5, help="K (1: greedy)")
     export.add_argument(

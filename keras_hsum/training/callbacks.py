@@ -293,6 +293,12 @@ def check_checkpoint_monitor(monitor):
         )
 
 
+def epoch_checkpoint_name(epoch):
+    """The file, under a run folder, that `EpochCheckpoint(keep_epochs=True)`
+    writes for the 1-based `epoch`: `epochs/epoch-007.keras`."""
+    return os.path.join("epochs", f"epoch-{int(epoch):03d}.keras")
+
+
 class EpochCheckpoint(keras.callbacks.Callback):
     """Writes `model.keras` (the last epoch) and `best.keras` (the best
     `monitor`: the lowest `val_loss`, the highest `val_accuracy` or, with
@@ -302,15 +308,22 @@ class EpochCheckpoint(keras.callbacks.Callback):
     `best.json` records the monitor, its best value and that epoch's epoch
     and optimizer step; a resumed run continues from it and refuses a
     folder whose best checkpoint another monitor picked. With weight
-    averaging (an optimizer with `use_ema`) both files hold the averaged
+    averaging (an optimizer with `use_ema`) every file holds the averaged
     weights; the model trains on from its own weights.
+
+    With `keep_epochs=True` every epoch's weights are also kept, as
+    `epochs/epoch-NNN.keras` (`epoch_checkpoint_name`), so that a choice
+    the monitor cannot make (e.g. by the ROUGE of the decoded summaries on
+    held-out examples) can be made after training; `keras-hsum export
+    --checkpoint epoch-N` exports one of them.
     """
 
-    def __init__(self, directory, monitor="val_loss"):
+    def __init__(self, directory, monitor="val_loss", keep_epochs=False):
         super().__init__()
         check_checkpoint_monitor(monitor)
         self.directory = directory
         self.monitor = monitor
+        self.keep_epochs = bool(keep_epochs)
         # Values are compared as sign · value, lower is better.
         self._sign = 1.0 if CHECKPOINT_MONITORS[monitor] == "min" else -1.0
         self.best = math.inf
@@ -330,7 +343,9 @@ class EpochCheckpoint(keras.callbacks.Callback):
 
     def _save(self, name):
         path = os.path.join(self.directory, name)
-        temporary = os.path.join(self.directory, f"incomplete-{name}")
+        folder, base = os.path.split(path)
+        os.makedirs(folder, exist_ok=True)
+        temporary = os.path.join(folder, f"incomplete-{base}")
         with averaged_weights(self.model):
             check_finite_weights(self.model, name)
             self.model.save(temporary)
@@ -339,6 +354,8 @@ class EpochCheckpoint(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         logs = logs or {}
         self._save("model.keras")
+        if self.keep_epochs:
+            self._save(epoch_checkpoint_name(epoch + 1))
         value = logs.get(self.monitor)
         if value is None:
             validated = sorted(key for key in logs if key.startswith("val_"))

@@ -292,7 +292,8 @@ def custom_fit(
         budget = TimeBudget(max_minutes) if max_minutes else None
         callbacks = [
             NonFiniteLossGuard(),
-            EpochCheckpoint(write_dir),
+            EpochCheckpoint(write_dir,
+                            keep_epochs=getattr(config, "keep_epoch_checkpoints", False)),
             _HistoryWriter(write_dir),
             # Last: the epoch-end backup commits the epoch (see the trainer).
             TrainingBackup(

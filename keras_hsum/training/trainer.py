@@ -669,7 +669,8 @@ def train(
     callbacks = [
         NonFiniteLossGuard(),
         AveragedWeightsForValidation(),
-        EpochCheckpoint(out, monitor=monitor),
+        EpochCheckpoint(out, monitor=monitor,
+                        keep_epochs=getattr(config, "keep_epoch_checkpoints", False)),
         _HistoryWriter(out),
         # After the checkpoint and history: the epoch-end backup commits
         # the epoch only once they are written.

@@ -319,6 +319,38 @@ def test_load_run_reads_the_best_checkpoint_when_asked(tmp_path, pht_run, capsys
         np.testing.assert_array_equal(w_best.numpy(), w_last.numpy() + 1.0)
 
 
+def test_load_run_reads_a_kept_epoch_when_asked(tmp_path, pht_run, capsys):
+    import shutil
+
+    import keras
+
+    from keras_hsum.export.cli import load_run
+
+    run = tmp_path / "run"
+    shutil.copytree(pht_run, run)
+    with pytest.raises(ValueError, match="kept no epoch's weights .*keep_epoch_checkpoints"):
+        load_run(run, "epoch-2")
+    for bad in ("epoch-0", "epoch-x", "epoch2", "2"):
+        with pytest.raises(ValueError, match="'epoch-N'"):
+            load_run(run, bad)
+    # epochs/epoch-002.keras: the same model with other weights.
+    model = keras.models.load_model(run / "model.keras", compile=False)
+    for weight in model.weights:
+        weight.assign(weight.numpy() - 1.0)
+    (run / "epochs").mkdir()
+    model.save(run / "epochs" / "epoch-002.keras")
+    with pytest.raises(ValueError, match=r"no epochs/epoch-003.keras .*kept epochs \[2\]"):
+        load_run(run, "epoch-3")
+    last = load_run(run)[3]
+    second = load_run(run, "epoch-2")[3]
+    for w_last, w_epoch in zip(last.weights, second.weights):
+        np.testing.assert_array_equal(w_epoch.numpy(), w_last.numpy() - 1.0)
+    # The command line takes the same names and says what it lacks.
+    assert run_command("export", "--run", run, "--out", tmp_path / "out",
+                       "--checkpoint", "epoch-5") == 1
+    assert "kept epochs [2]" in capsys.readouterr().err
+
+
 def test_explain_without_matplotlib_says_how_to_install(monkeypatch):
     import builtins
 

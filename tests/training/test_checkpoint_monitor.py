@@ -19,6 +19,7 @@ import pytest
 
 from keras_hsum.training.callbacks import CHECKPOINT_MONITORS
 from keras_hsum.training.callbacks import EpochCheckpoint
+from keras_hsum.training.callbacks import epoch_checkpoint_name
 from training_runs import history
 from training_runs import new_run_folder
 from training_runs import run
@@ -77,6 +78,22 @@ def test_best_checkpoint_is_the_best_epoch_of_the_monitor(monitor, tmp_path):
     assert int(next(w for k, w in last.items() if k.endswith("vars/0"))[0, 0]) == len(VALUES)
 
 
+def test_kept_epochs_hold_each_epochs_weights(tmp_path):
+    kept, plain = tmp_path / "kept", tmp_path / "plain"
+    _epochs(EpochCheckpoint(str(kept), monitor="val_loss", keep_epochs=True), _model(), VALUES)
+    _epochs(EpochCheckpoint(str(plain), monitor="val_loss"), _model(), VALUES)
+    for epoch in range(1, len(VALUES) + 1):
+        path = kept / epoch_checkpoint_name(epoch)
+        assert path.name == f"epoch-{epoch:03d}.keras"
+        kernel = [w for k, w in saved_weights(str(path)).items() if k.endswith("vars/0")]
+        assert int(kernel[0][0, 0]) == epoch
+    assert sorted(os.listdir(kept / "epochs")) == [
+        f"epoch-{epoch:03d}.keras" for epoch in range(1, len(VALUES) + 1)]
+    # Off by default; either way best.keras is the monitor's choice.
+    assert not os.path.exists(plain / "epochs")
+    assert _best(kept) == _best(plain)
+
+
 def test_a_resumed_run_keeps_the_best_of_both_parts(tmp_path):
     model = _model()
     _epochs(EpochCheckpoint(str(tmp_path), monitor="val_accuracy"), model, VALUES[:3])
@@ -133,7 +150,8 @@ def test_training_picks_the_epoch_of_highest_validation_accuracy(corpus, tmp_pat
     # shared 20.0 is for weight comparisons).
     result = run(train_command("flat", data, out, epochs=4, steps_per_epoch=3,
                                overrides=("checkpoint_monitor=val_accuracy",
-                                          "learning_rate=2.0")))
+                                          "learning_rate=2.0",
+                                          "keep_epoch_checkpoints=true")))
     assert result.returncode == 0, result.stderr[-3000:]
     entries = history(out)
     accuracies = [e["val_accuracy"] for e in entries]
@@ -143,6 +161,18 @@ def test_training_picks_the_epoch_of_highest_validation_accuracy(corpus, tmp_pat
     assert best["epoch"] == accuracies.index(max(accuracies)) + 1
     assert best["value"] == pytest.approx(max(accuracies), rel=1e-6)
     assert best["step"] == entries[best["epoch"] - 1]["step"]
+    # keep_epoch_checkpoints: every epoch's weights; the best epoch's are
+    # best.keras's and the last epoch's model.keras's.
+    assert sorted(os.listdir(os.path.join(out, "epochs"))) == [
+        f"epoch-{epoch:03d}.keras" for epoch in range(1, 5)]
+
+    def same(a, b):
+        a, b = saved_weights(os.path.join(out, a)), saved_weights(os.path.join(out, b))
+        return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+    assert same(epoch_checkpoint_name(best["epoch"]), "best.keras")
+    assert same(epoch_checkpoint_name(4), "model.keras")
+    assert not same(epoch_checkpoint_name(1), "model.keras")
 
 
 def test_distributed_training_refuses_an_accuracy_monitor(corpus, tmp_path):
