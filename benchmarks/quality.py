@@ -10,7 +10,7 @@ Usage:
     python benchmarks/quality.py train RUN [--minutes M]   # resumes, extends
     python benchmarks/quality.py export RUN
     python benchmarks/quality.py evaluate RUN
-    python benchmarks/quality.py baselines DATASET
+    python benchmarks/quality.py baselines DATASET         # and published outputs
     python benchmarks/quality.py choose_length GROUP       # min_length on a hold-out
     python benchmarks/quality.py choose_recent GROUP       # recent blocking, likewise
     python benchmarks/quality.py choose_row GROUP          # a row of record, likewise
@@ -1699,26 +1699,57 @@ def baselines(dataset):
             json.dump(report, handle, indent=1, ensure_ascii=False)
 
 
-def stored_system(dataset, system_id, name):
-    """Scores outputs stored in the corpus file itself (SummEval's
-    `system_summaries`, e.g. M0 = LEAD-3) with the same evaluator."""
+def _score_outputs(dataset, outputs, name, system):
+    """Scores `outputs` {example id: summary} on `dataset`'s evaluated split
+    with the same evaluator as every row; writes the report `system`."""
     from keras_hsum.data.reader import read_examples
     from keras_hsum.evaluation import report as reporting
 
     path = data_path(dataset)
-    with gzip.open(path, "rt", encoding="utf-8") as handle:
-        outputs = {
-            record["id"]: record["system_summaries"][system_id]
-            for record in map(json.loads, handle)
-        }
     examples = [e for e in read_examples(path) if e.sentences()]
+    missing = [e.id for e in examples if e.id not in outputs]
+    if missing:
+        raise ValueError(f"{name}: no output for {len(missing)} examples of {path} "
+                         f"(first: {missing[0]!r}).")
     report = reporting.evaluate(
         outputs, examples, name=name, references=DATASETS[dataset]["references"],
     )
     report["data"] = path
-    out = report_path(dataset, f"stored_{system_id}")
+    out = report_path(dataset, system)
     reporting.write_json(report, out)
     print(f"{name}: wrote {out}")
+
+
+def stored_system(dataset, system_id, name):
+    """Scores outputs stored in the corpus file itself (SummEval's
+    `system_summaries`, e.g. M0 = LEAD-3) with the same evaluator."""
+    with gzip.open(data_path(dataset), "rt", encoding="utf-8") as handle:
+        outputs = {
+            record["id"]: record["system_summaries"][system_id]
+            for record in map(json.loads, handle)
+        }
+    _score_outputs(dataset, outputs, name, f"stored_{system_id}")
+
+
+# Published systems' own summaries of a validation split, kept in
+# benchmarks/published/ with their source and licence (see its README), and
+# scored here with the same evaluator: the one published comparison on the
+# same examples and protocol. FewSum released its final model's summaries
+# of the very validation products that ../shared/data ships.
+PUBLISHED_OUTPUTS = {
+    "fewsum_amazon": ("fewsum_generated_val.json", "amazon"),
+    "fewsum_yelp": ("fewsum_generated_val.json", "yelp"),
+}
+
+
+def published_outputs(dataset):
+    """Scores the published outputs of PUBLISHED_OUTPUTS[dataset]."""
+    file, key = PUBLISHED_OUTPUTS[dataset]
+    with open(os.path.join(HERE, "published", file), encoding="utf-8") as handle:
+        stored = json.load(handle)
+    name = (f"published outputs: {stored['system']} ({stored['source']}, "
+            f"{stored['paths'][key]}), scored here")
+    _score_outputs(dataset, stored[key], name, f"published_{file.split('_')[0]}")
 
 
 def _cell(report, metric):
@@ -1887,6 +1918,8 @@ def main(argv=None):
     elif args.step == "all":
         for dataset in DATASETS:
             baselines(dataset)
+            if dataset in PUBLISHED_OUTPUTS:
+                published_outputs(dataset)
         stored_system("cnndm", "M0", "LEAD-3 outputs stored in the file (M0)")
         for name in RUNS:
             train(name)
@@ -1899,6 +1932,8 @@ def main(argv=None):
         if args.target not in DATASETS:
             parser.error(f"expected a dataset among {', '.join(DATASETS)}; received {args.target!r}")
         baselines(args.target)
+        if args.target in PUBLISHED_OUTPUTS:
+            published_outputs(args.target)
         if args.target == "cnndm":
             stored_system("cnndm", "M0", "LEAD-3 outputs stored in the file (M0)")
     else:
