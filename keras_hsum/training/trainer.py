@@ -460,10 +460,11 @@ def _check_or_write_config(out, resolved, defaults=None):
                              and new.get(name) == defaults[name])
                 }
             )
-        # Extending a run (more epochs) or changing how often it validates or
-        # backs up does not change what was trained so far.
+        # Extending a run (more epochs) or changing how often it validates,
+        # backs up or keeps epoch checkpoints does not change what was
+        # trained so far.
         for name in ("config.epochs", "config.validation_steps",
-                     "config.backup_every_steps"):
+                     "config.backup_every_steps", "config.keep_epoch_checkpoints"):
             differences.pop(name, None)
         if differences:
             raise ValueError(

@@ -194,10 +194,14 @@ def test_resume_refuses_another_config_but_trains_more_epochs(corpus, tmp_path):
     # the same data folder named by a relative path is the same run
     relative = os.path.relpath(data, REPO_ROOT)  # the commands run in REPO_ROOT
     assert relative != data
-    more = train_command(RECIPE, relative, out, epochs=2, steps_per_epoch=STEPS_PER_EPOCH)
+    # Keeping epoch checkpoints from now on does not change what was
+    # trained either: only the epochs trained with it are kept.
+    more = train_command(RECIPE, relative, out, epochs=2, steps_per_epoch=STEPS_PER_EPOCH,
+                         overrides=("keep_epoch_checkpoints=true",))
     result = run(more)
     assert result.returncode == 0, result.stderr[-3000:]
     _check_complete(out, 2)
+    assert os.listdir(os.path.join(out, "epochs")) == ["epoch-002.keras"]
     # training time adds up over the resumed process
     seconds = [e["seconds"] for e in history(out)]
     assert seconds[0] == first_seconds and seconds[1] > first_seconds
