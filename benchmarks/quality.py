@@ -904,6 +904,13 @@ RUNS["flat_copy_shift_rl99_long_scitldr"] = dict(
 # validation split is only scored. Known when declaring it: the 45-minute
 # run's best-reward checkpoint scored 34.18 / 12.59 on validation (the row
 # of record 33.82 / 12.37, TextRank 34.85 / 12.76).
+# Ran alone: 1,491 steps (held-out sample reward highest 0.1446 at step
+# 1,000). Served-decoding hold-out score of the 15 kept epochs on the first
+# 100 papers: 0.1942 to 0.2061, no trend after epoch 4; epoch 9 (step 900)
+# won (results/quality/epoch_choice_flat_copy_shift_rl99_epochs_scitldr.json).
+# On the other 99 the row of record kept its place: 0.2335 against 0.2289
+# (row_choice_scitldr_a_reinforce_epochs.json). Validation, only scored:
+# 34.24 / 12.67 (TextRank 34.85 / 12.76).
 RUNS["flat_copy_shift_rl99_epochs_scitldr"] = dict(
     RUNS["flat_copy_shift_rl99_long_scitldr"],
     label="sequence-level ROUGE training (REINFORCE, weight 0.99, 45 minutes)",
