@@ -1671,10 +1671,12 @@ def choose_epoch(name):
     of ROUGE-1 and ROUGE-2 F1 on its held-out training examples (the half
     `epoch_choice_part` of them; ties: the earlier epoch). Writes
     results/quality/epoch_choice_<name>.json, which `checkpoint_of` reads."""
+    from keras_hsum.training.callbacks import kept_epochs
+
     spec = RUNS[name]
-    folder = os.path.join(run_folder(name), "epochs")
-    epochs = sorted(int(f[len("epoch-"):-len(".keras")]) for f in os.listdir(folder)
-                    if f.startswith("epoch-") and f.endswith(".keras"))
+    epochs = kept_epochs(run_folder(name))
+    if not epochs:
+        raise ValueError(f"{name}: its run folder kept no epoch's weights.")
     part = spec.get("epoch_choice_part")
     scores = _holdout_scores(
         [name], epochs,

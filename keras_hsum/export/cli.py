@@ -48,6 +48,7 @@ def checkpoint_file(run, checkpoint):
             (the message lists the epochs it kept).
     """
     from keras_hsum.training.callbacks import epoch_checkpoint_name
+    from keras_hsum.training.callbacks import kept_epochs
 
     if checkpoint in CHECKPOINTS:
         return CHECKPOINTS[checkpoint]
@@ -59,13 +60,7 @@ def checkpoint_file(run, checkpoint):
         )
     weights = epoch_checkpoint_name(int(number))
     if not os.path.isfile(os.path.join(os.fspath(run), weights)):
-        folder = os.path.join(os.fspath(run), os.path.dirname(weights))
-        kept = sorted(
-            int(name[len("epoch-"):-len(".keras")]) for name in
-            (os.listdir(folder) if os.path.isdir(folder) else [])
-            if name.startswith("epoch-") and name.endswith(".keras")
-            and name[len("epoch-"):-len(".keras")].isdigit()
-        )
+        kept = kept_epochs(run)
         raise ValueError(
             f"--run {os.fspath(run)!r} has no {weights} for --checkpoint {checkpoint}; "
             + (f"it kept epochs {kept}." if kept else

@@ -299,6 +299,16 @@ def epoch_checkpoint_name(epoch):
     return os.path.join("epochs", f"epoch-{int(epoch):03d}.keras")
 
 
+def kept_epochs(run):
+    """The sorted 1-based epochs whose weights the run folder `run` kept
+    (`epoch_checkpoint_name` files; [] when it kept none)."""
+    folder = os.path.join(os.fspath(run), os.path.dirname(epoch_checkpoint_name(1)))
+    names = os.listdir(folder) if os.path.isdir(folder) else []
+    return sorted(int(name[len("epoch-"):-len(".keras")]) for name in names
+                  if name.startswith("epoch-") and name.endswith(".keras")
+                  and name[len("epoch-"):-len(".keras")].isdigit())
+
+
 class EpochCheckpoint(keras.callbacks.Callback):
     """Writes `model.keras` (the last epoch) and `best.keras` (the best
     `monitor`: the lowest `val_loss`, the highest `val_accuracy` or, with

@@ -293,7 +293,7 @@ def custom_fit(
         callbacks = [
             NonFiniteLossGuard(),
             EpochCheckpoint(write_dir,
-                            keep_epochs=getattr(config, "keep_epoch_checkpoints", False)),
+                            keep_epochs=config.keep_epoch_checkpoints),
             _HistoryWriter(write_dir),
             # Last: the epoch-end backup commits the epoch (see the trainer).
             TrainingBackup(

@@ -671,7 +671,7 @@ def train(
         NonFiniteLossGuard(),
         AveragedWeightsForValidation(),
         EpochCheckpoint(out, monitor=monitor,
-                        keep_epochs=getattr(config, "keep_epoch_checkpoints", False)),
+                        keep_epochs=config.keep_epoch_checkpoints),
         _HistoryWriter(out),
         # After the checkpoint and history: the epoch-end backup commits
         # the epoch only once they are written.
