@@ -1671,7 +1671,7 @@ def choose_epoch(name):
     of ROUGE-1 and ROUGE-2 F1 on its held-out training examples (the half
     `epoch_choice_part` of them; ties: the earlier epoch). Writes
     results/quality/epoch_choice_<name>.json, which `checkpoint_of` reads."""
-    from keras_hsum.training.callbacks import kept_epochs
+    from keras_hsum.training.checkpoints import kept_epochs
 
     spec = RUNS[name]
     epochs = kept_epochs(run_folder(name))

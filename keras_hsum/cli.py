@@ -250,10 +250,11 @@ def build_parser():
         "weights; the same recipe and sizes are required",
     )
     trainer.add_argument(
-        "--init-checkpoint", default="last", choices=("last", "best"),
-        help="which weights of --init-from: its last epoch's (model.keras, the "
-        "default) or those of its best validation loss, or of its "
-        "checkpoint_monitor (best.keras)",
+        "--init-checkpoint", default="last",
+        help="which weights of --init-from: its last epoch's (last: model.keras, "
+        "the default), those of its best validation loss or checkpoint_monitor "
+        "(best: best.keras), epoch N's (epoch-N) or the mean of epochs A to B's "
+        "(epochs-A-B); epochs are kept by keep_epoch_checkpoints=true",
     )
     trainer.add_argument("--quiet", action="store_true", help="no progress bar")
     trainer.set_defaults(handler=_train)

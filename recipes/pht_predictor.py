@@ -131,7 +131,7 @@ def load_teacher(teacher_run, checkpoint="last"):
             not a PHT.
     """
     from keras_hsum.data.vocabulary import Vocabulary
-    from keras_hsum.export.cli import CHECKPOINTS
+    from keras_hsum.training.checkpoints import RUN_CHECKPOINTS as CHECKPOINTS
     from keras_hsum.models.parallel_hierarchical_transformer import (
         ParallelHierarchicalTransformer,
     )

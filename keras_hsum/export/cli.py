@@ -28,47 +28,10 @@ import os
 import sys
 
 RUN_CONFIG = "config.json"
-RUN_MODEL = "model.keras"
-# `keras-hsum train` writes the last weights to model.keras and the weights
-# of the best validation loss (or the run's checkpoint_monitor) so far to
-# best.keras.
-CHECKPOINTS = {"last": RUN_MODEL, "best": "best.keras"}
 RUN_VOCABULARY = "vocabulary.model"
 
 
 # ------------------------------------------------------------------- export
-def checkpoint_file(run, checkpoint):
-    """The weights file, relative to the run folder `run`, of `checkpoint`:
-    "last" (model.keras), "best" (best.keras) or "epoch-N" (epoch N's
-    weights, `epochs/epoch-NNN.keras`, kept by a run trained with
-    `keep_epoch_checkpoints=True`).
-
-    Raises:
-        ValueError: for another name, or an epoch the run did not keep
-            (the message lists the epochs it kept).
-    """
-    from keras_hsum.training.callbacks import epoch_checkpoint_name
-    from keras_hsum.training.callbacks import kept_epochs
-
-    if checkpoint in CHECKPOINTS:
-        return CHECKPOINTS[checkpoint]
-    prefix, _, number = str(checkpoint).partition("epoch-")
-    if prefix or not number.isdigit() or int(number) < 1:
-        raise ValueError(
-            f"`checkpoint` must be one of {sorted(CHECKPOINTS)} or 'epoch-N' (N >= 1, "
-            f"an epoch kept by keep_epoch_checkpoints=True), received {checkpoint!r}."
-        )
-    weights = epoch_checkpoint_name(int(number))
-    if not os.path.isfile(os.path.join(os.fspath(run), weights)):
-        kept = kept_epochs(run)
-        raise ValueError(
-            f"--run {os.fspath(run)!r} has no {weights} for --checkpoint {checkpoint}; "
-            + (f"it kept epochs {kept}." if kept else
-               "it kept no epoch's weights (train with --set keep_epoch_checkpoints=true).")
-        )
-    return weights
-
-
 def load_run(run, checkpoint="last"):
     """`(recipe_name, recipe, config, model, vocabulary)` of a run folder.
 
@@ -76,30 +39,35 @@ def load_run(run, checkpoint="last"):
         run: a `keras-hsum train` output folder.
         checkpoint: "last" (model.keras, the weights training ended with),
             "best" (best.keras, the lowest validation loss or the run's
-            checkpoint_monitor) or "epoch-N" (epoch N's weights, kept by
-            `keep_epoch_checkpoints=True`; see `checkpoint_file`).
+            checkpoint_monitor), "epoch-N" (epoch N's weights) or
+            "epochs-A-B" (the mean of the weights of epochs A to B), where
+            epochs are kept by `keep_epoch_checkpoints=True`; see
+            `keras_hsum.training.checkpoints`.
 
     Raises:
         ValueError: the folder lacks config.json / the checkpoint /
             vocabulary.model, names an unknown recipe, or `checkpoint` is
-            none of "last", "best" and a kept "epoch-N".
+            none of "last", "best", a kept "epoch-N" and a kept range
+            "epochs-A-B".
     """
     import keras
 
     import keras_hsum.models  # noqa: F401 - registers the model classes
     import recipes
     from keras_hsum.data.vocabulary import Vocabulary
+    from keras_hsum.training.checkpoints import checkpoint_files
+    from keras_hsum.training.checkpoints import load_averaged_weights
 
-    weights = checkpoint_file(run, checkpoint)
+    weights = checkpoint_files(run, checkpoint)
     run = os.fspath(run)
     missing = [
-        name for name in (RUN_CONFIG, weights, RUN_VOCABULARY)
+        name for name in (RUN_CONFIG, *weights, RUN_VOCABULARY)
         if not os.path.isfile(os.path.join(run, name))
     ]
     if missing:
         raise ValueError(
             f"--run {run!r} must be a folder written by `keras-hsum train` "
-            f"holding {RUN_CONFIG}, {weights} and {RUN_VOCABULARY}; missing "
+            f"holding {RUN_CONFIG}, {', '.join(weights)} and {RUN_VOCABULARY}; missing "
             f"{missing}. Train the recipe first (or wait for it to finish"
             + ("; best.keras needs validation data" if checkpoint == "best" else "")
             + ")."
@@ -109,7 +77,10 @@ def load_run(run, checkpoint="last"):
     name = resolved.get("recipe")
     recipe = recipes.get(name)
     config = recipe.Config(**resolved.get("config", {}))
-    model = keras.models.load_model(os.path.join(run, weights), compile=False)
+    # The architecture (and any non-float weight) from the last file.
+    model = keras.models.load_model(os.path.join(run, weights[-1]), compile=False)
+    if len(weights) > 1:
+        load_averaged_weights(model, [os.path.join(run, name) for name in weights])
     vocabulary = Vocabulary.load(os.path.join(run, RUN_VOCABULARY))
     return name, recipe, config, model, vocabulary
 
@@ -180,7 +151,8 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
             None: absolute local paths.
         jit_compile: XLA-compile the encoder and search.
         checkpoint: "last" (model.keras), "best" (best.keras, the lowest
-            validation loss) or "epoch-N" (a kept epoch's) weights of `run`.
+            validation loss), "epoch-N" (a kept epoch's) or "epochs-A-B"
+            (the mean of kept epochs A to B) weights of `run`.
         mbr: serve the beam's hypothesis of highest expected ROUGE-1/2
             against the others (`SearchOptions.mbr`; needs beam_size >= 2).
         sampling: None (beam search), or a dict of `Sampling`'s settings
@@ -455,8 +427,10 @@ def add_parsers(subparsers):
     export.add_argument(
         "--checkpoint", default="last",
         help="the run's last weights (last: model.keras), those of its best "
-        "validation loss or checkpoint_monitor (best: best.keras), or epoch N's "
-        "(epoch-N: epochs/epoch-NNN.keras, kept by keep_epoch_checkpoints=true)",
+        "validation loss or checkpoint_monitor (best: best.keras), epoch N's "
+        "(epoch-N: epochs/epoch-NNN.keras) or the mean of epochs A to B's "
+        "(epochs-A-B: checkpoint averaging); epochs are kept by "
+        "keep_epoch_checkpoints=true",
     )
     export.add_argument("--beam-size", type=int, default=5, help="K (1: greedy)")
     export.add_argument(

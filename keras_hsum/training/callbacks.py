@@ -10,6 +10,8 @@ import time
 import keras
 import numpy as np
 
+from keras_hsum.training.checkpoints import epoch_checkpoint_name
+
 
 class NonFiniteLossError(RuntimeError):
     """Raised when the training loss becomes NaN or infinite."""
@@ -291,22 +293,6 @@ def check_checkpoint_monitor(monitor):
             f"`checkpoint_monitor` must be one of {list(CHECKPOINT_MONITORS)}, "
             f"received {monitor!r}."
         )
-
-
-def epoch_checkpoint_name(epoch):
-    """The file, under a run folder, that `EpochCheckpoint(keep_epochs=True)`
-    writes for the 1-based `epoch`: `epochs/epoch-007.keras`."""
-    return os.path.join("epochs", f"epoch-{int(epoch):03d}.keras")
-
-
-def kept_epochs(run):
-    """The sorted 1-based epochs whose weights the run folder `run` kept
-    (`epoch_checkpoint_name` files; [] when it kept none)."""
-    folder = os.path.join(os.fspath(run), os.path.dirname(epoch_checkpoint_name(1)))
-    names = os.listdir(folder) if os.path.isdir(folder) else []
-    return sorted(int(name[len("epoch-"):-len(".keras")]) for name in names
-                  if name.startswith("epoch-") and name.endswith(".keras")
-                  and name[len("epoch-"):-len(".keras")].isdigit())
 
 
 class EpochCheckpoint(keras.callbacks.Callback):

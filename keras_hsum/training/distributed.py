@@ -256,7 +256,7 @@ def custom_fit(
             (epoch/batch begin and end, train begin and end).
         init_from: a run folder whose weights initialise a fresh run
             (see `keras_hsum.training.train`).
-        init_checkpoint: "last" or "best": which of its weights.
+        init_checkpoint: which of its weights (see `warm_start`).
 
     Returns:
         A `TrainResult`.

@@ -57,6 +57,9 @@ from keras_hsum.training.callbacks import TrainingBackup
 from keras_hsum.training.callbacks import check_checkpoint_monitor
 from keras_hsum.training.callbacks import finalize_averaged_weights
 from keras_hsum.training.callbacks import keep_training_weights_after_fit
+from keras_hsum.training.checkpoints import check_checkpoint_name
+from keras_hsum.training.checkpoints import checkpoint_files
+from keras_hsum.training.checkpoints import load_checkpoint_weights
 from keras_hsum.training.schedules import NoamSchedule
 
 STRATEGIES = ("default", "mirrored", "multi_worker")
@@ -351,20 +354,6 @@ def build_compiled_model(recipe, config, vocabulary_size, sample_inputs):
     return model
 
 
-# The checkpoints of a run folder that `--init-checkpoint` names.
-INIT_CHECKPOINTS = {"last": "model.keras", "best": "best.keras"}
-
-
-def _init_checkpoint_file(checkpoint):
-    """The file name of `--init-checkpoint checkpoint`, or a ValueError."""
-    if checkpoint not in INIT_CHECKPOINTS:
-        raise ValueError(
-            f"Unknown init checkpoint {checkpoint!r}; expected one of "
-            f"{sorted(INIT_CHECKPOINTS)}."
-        )
-    return INIT_CHECKPOINTS[checkpoint]
-
-
 def resolved_config(recipe_name, config_name, config, data, strategy, init_from=None,
                     init_checkpoint="last"):
     resolved = {
@@ -388,19 +377,22 @@ def warm_start(model, init_from, checkpoint="last"):
     Args:
         model: the built, compiled model of the new run.
         init_from: a run folder written by `train`.
-        checkpoint: "last" (its `model.keras`, the last epoch's weights) or
-            "best" (its `best.keras`, those of its lowest validation loss).
+        checkpoint: "last" (its `model.keras`, the last epoch's weights),
+            "best" (its `best.keras`, those of its lowest validation loss or
+            checkpoint_monitor), "epoch-N" or "epochs-A-B" (a kept epoch's
+            weights, or the mean of kept epochs A to B's; see
+            `keras_hsum.training.checkpoints`).
 
     Raises:
         ValueError: for an unknown `checkpoint`, when the run has no such
             file, or when its weights do not fit `model` (another recipe or
             other sizes).
     """
-    name = _init_checkpoint_file(checkpoint)
-    path = os.path.join(init_from, name)
+    names = checkpoint_files(init_from, checkpoint, "--init-checkpoint")
+    path = os.path.join(init_from, names[-1])
     if not os.path.exists(path):
         raise ValueError(
-            f"--init-from {init_from!r} has no {name} "
+            f"--init-from {init_from!r} has no {names[-1]} "
             f"(--init-checkpoint {checkpoint}): it must be a run folder that "
             "finished at least one epoch"
             + (" with a validation loss." if checkpoint == "best" else ".")
@@ -411,7 +403,7 @@ def warm_start(model, init_from, checkpoint="last"):
     optimizer = getattr(model, "optimizer", None)
     fresh = [v.numpy() for v in optimizer.variables] if optimizer is not None else []
     try:
-        model.load_weights(path)
+        load_checkpoint_weights(model, init_from, checkpoint, "--init-checkpoint")
     except (ValueError, KeyError) as error:
         raise ValueError(
             f"The weights of {path!r} do not fit this model: warm-starting "
@@ -549,8 +541,9 @@ def train(
             vocabulary and weights replace the new run's vocabulary and
             initialisation; the optimizer starts afresh. A resumed run
             continues from its own backup instead.
-        init_checkpoint: which weights of `init_from`: "last" (model.keras)
-            or "best" (best.keras, its lowest validation loss).
+        init_checkpoint: which weights of `init_from`: "last" (model.keras),
+            "best" (best.keras, its lowest validation loss or
+            checkpoint_monitor), "epoch-N" or "epochs-A-B" (see `warm_start`).
 
     Returns:
         A `TrainResult`.
@@ -583,7 +576,7 @@ def train(
             "sequence-level training; set reinforce_weight > 0, or monitor "
             "val_loss or val_accuracy."
         )
-    _init_checkpoint_file(init_checkpoint)
+    check_checkpoint_name(init_checkpoint, "--init-checkpoint")
     if init_from is None and init_checkpoint != "last":
         raise ValueError(
             f"--init-checkpoint {init_checkpoint} chooses the weights of --init-from, "

@@ -350,6 +350,25 @@ def test_load_run_reads_a_kept_epoch_when_asked(tmp_path, pht_run, capsys):
                        "--checkpoint", "epoch-5") == 1
     assert "kept epochs [2]" in capsys.readouterr().err
 
+    # "epochs-A-B": the mean of kept epochs A to B (checkpoint averaging).
+    for weight in model.weights:
+        weight.assign(weight.numpy() + 3.0)  # last + 2
+    model.save(run / "epochs" / "epoch-001.keras")
+    averaged = load_run(run, "epochs-1-2")[3]
+    for w_last, w_mean in zip(last.weights, averaged.weights):
+        np.testing.assert_allclose(w_mean.numpy(), w_last.numpy() + 0.5, rtol=0, atol=1e-6)
+    single = load_run(run, "epochs-2-2")[3]
+    for w_epoch, w_single in zip(second.weights, single.weights):
+        np.testing.assert_array_equal(w_single.numpy(), w_epoch.numpy())
+    with pytest.raises(ValueError, match=r"no epochs/epoch-003.keras .*kept epochs \[1, 2\]"):
+        load_run(run, "epochs-1-3")
+    for bad in ("epochs-2-1", "epochs-0-2", "epochs-1", "epochs-1-2-3"):
+        with pytest.raises(ValueError, match="'epochs-A-B'"):
+            load_run(run, bad)
+    assert run_command("export", "--run", run, "--out", tmp_path / "out",
+                       "--checkpoint", "epochs-2-1") == 1
+    assert "1 <= A <= B" in capsys.readouterr().err
+
 
 def test_explain_without_matplotlib_says_how_to_install(monkeypatch):
     import builtins

@@ -19,7 +19,7 @@ import pytest
 
 from keras_hsum.training.callbacks import CHECKPOINT_MONITORS
 from keras_hsum.training.callbacks import EpochCheckpoint
-from keras_hsum.training.callbacks import epoch_checkpoint_name
+from keras_hsum.training.checkpoints import epoch_checkpoint_name
 from training_runs import history
 from training_runs import new_run_folder
 from training_runs import run

@@ -272,7 +272,8 @@ def test_init_from_warm_starts_from_another_runs_vocabulary_and_weights(corpus, 
     """`--init-from`: the new run copies the source run's vocabulary and
     starts from its last weights (with a learning rate of 0 it ends exactly
     there, while the seed's fresh initialisation is far from them), or from
-    its best.keras with `--init-checkpoint best`; a missing checkpoint and
+    its best.keras with `--init-checkpoint best`, or the mean of kept
+    epochs with `--init-checkpoint epochs-A-B`; a missing checkpoint and
     weights of another size are refused with a clear error."""
     data, vocabulary = corpus
     source = new_run_folder(tmp_path / "source", vocabulary)
@@ -324,6 +325,28 @@ def test_init_from_warm_starts_from_another_runs_vocabulary_and_weights(corpus, 
     ) + ["--init-from", source, "--init-checkpoint", "best"])
     assert result.returncode == 1
     assert "has no best.keras (--init-checkpoint best)" in result.stderr, result.stderr[-2000:]
+
+    # `--init-checkpoint epochs-1-2` starts from the mean of two kept
+    # epochs' weights (here the source's and the fresh run's), computed in
+    # numpy here; a range with an epoch the run did not keep is refused.
+    os.makedirs(os.path.join(source, "epochs"))
+    shutil.copyfile(os.path.join(source, "model.keras"),
+                    os.path.join(source, "epochs", "epoch-001.keras"))
+    shutil.copyfile(os.path.join(fresh, "model.keras"),
+                    os.path.join(source, "epochs", "epoch-002.keras"))
+    averaged = str(tmp_path / "averaged")
+    result = run(train_command(
+        RECIPE, data, averaged, epochs=1, steps_per_epoch=1, overrides=("learning_rate=0.0",)
+    ) + ["--init-from", source, "--init-checkpoint", "epochs-1-2"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    mean = {key: (source_weights[key] + fresh_weights[key]) / 2 for key in source_weights}
+    assert max_difference(saved_weights(os.path.join(averaged, "model.keras")), mean) < 1e-6
+    result = run(train_command(
+        RECIPE, data, str(tmp_path / "no_third"), epochs=1, steps_per_epoch=1,
+    ) + ["--init-from", source, "--init-checkpoint", "epochs-2-3"])
+    assert result.returncode == 1
+    assert "no epochs/epoch-003.keras for --init-checkpoint epochs-2-3; it kept epochs [1, 2]" \
+        in result.stderr, result.stderr[-2000:]
 
     wider = str(tmp_path / "wider")
     result = run(train_command(

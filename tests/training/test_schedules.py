@@ -245,7 +245,7 @@ def test_init_checkpoint_is_recorded_only_when_best_and_needs_init_from(tmp_path
     for options, message in (
         ({"init_checkpoint": "best"}, "--init-checkpoint best chooses the weights of --init-from"),
         ({"init_from": out, "init_checkpoint": "first"},
-         r"Unknown init checkpoint 'first'; expected one of \['best', 'last'\]"),
+         r"--init-checkpoint must be one of \['best', 'last'\], 'epoch-N' .* received 'first'"),
     ):
         fresh = str(tmp_path / "fresh")
         with pytest.raises(ValueError, match=message):

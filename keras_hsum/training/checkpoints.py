@@ -1,0 +1,142 @@
+"""The checkpoints of a run folder, by name, and checkpoint averaging.
+
+A run folder written by `keras-hsum train` holds the weights of the last
+epoch (`model.keras`), those of the best validation loss or
+`checkpoint_monitor` (`best.keras`) and, with `keep_epoch_checkpoints=True`,
+every epoch's (`epochs/epoch-NNN.keras`). `keras-hsum export --checkpoint`
+and `keras-hsum train --init-checkpoint` name them the same way:
+
+- "last", "best";
+- "epoch-N": epoch N's weights (1-based);
+- "epochs-A-B": the element-wise mean of the weights of the kept epochs A
+  to B (both included): checkpoint averaging (Vaswani et al. 2017, §6.1,
+  averaged the last 5 or 20 checkpoints of a run). Every epoch in the range
+  must have been kept. Weights that are not floating point (none in the
+  library's models; e.g. a seed state) keep epoch B's values.
+"""
+
+import os
+import re
+
+import keras
+import numpy as np
+
+# The single-file checkpoints of every run folder.
+RUN_CHECKPOINTS = {"last": "model.keras", "best": "best.keras"}
+
+_EPOCH = re.compile(r"epoch-([0-9]+)")
+_EPOCHS = re.compile(r"epochs-([0-9]+)-([0-9]+)")
+
+
+def epoch_checkpoint_name(epoch):
+    """The file, under a run folder, that `EpochCheckpoint(keep_epochs=True)`
+    writes for the 1-based `epoch`: `epochs/epoch-007.keras`."""
+    return os.path.join("epochs", f"epoch-{int(epoch):03d}.keras")
+
+
+def kept_epochs(run):
+    """The sorted 1-based epochs whose weights the run folder `run` kept
+    (`epoch_checkpoint_name` files; [] when it kept none)."""
+    folder = os.path.join(os.fspath(run), os.path.dirname(epoch_checkpoint_name(1)))
+    names = os.listdir(folder) if os.path.isdir(folder) else []
+    return sorted(int(name[len("epoch-"):-len(".keras")]) for name in names
+                  if name.startswith("epoch-") and name.endswith(".keras")
+                  and name[len("epoch-"):-len(".keras")].isdigit())
+
+
+def check_checkpoint_name(checkpoint, flag="--checkpoint"):
+    """Raises ValueError unless `checkpoint` is "last", "best", "epoch-N"
+    (N >= 1) or "epochs-A-B" (1 <= A <= B); `flag` names the option in the
+    message. Reads no folder."""
+    name = str(checkpoint)
+    epoch = _EPOCH.fullmatch(name)
+    epochs = _EPOCHS.fullmatch(name)
+    if name in RUN_CHECKPOINTS or (epoch and int(epoch.group(1)) >= 1) or (
+        epochs and 1 <= int(epochs.group(1)) <= int(epochs.group(2))
+    ):
+        return
+    raise ValueError(
+        f"{flag} must be one of {sorted(RUN_CHECKPOINTS)}, 'epoch-N' (N >= 1: "
+        "epoch N's weights) or 'epochs-A-B' (1 <= A <= B: the mean of the weights "
+        "of epochs A to B), where epochs are kept by keep_epoch_checkpoints=True; "
+        f"received {checkpoint!r}."
+    )
+
+
+def checkpoint_files(run, checkpoint, flag="--checkpoint"):
+    """The weights files, relative to the run folder `run`, that
+    `checkpoint` names (see the module docstring): one file, or the kept
+    epochs A to B's for "epochs-A-B".
+
+    Raises:
+        ValueError: for another name (`check_checkpoint_name`), or an epoch
+            the run did not keep (the message lists the epochs it kept).
+            "last" and "best" are not checked for existence here.
+    """
+    check_checkpoint_name(checkpoint, flag)
+    name = str(checkpoint)
+    if name in RUN_CHECKPOINTS:
+        return [RUN_CHECKPOINTS[name]]
+    epochs = _EPOCHS.fullmatch(name)
+    if epochs:
+        wanted = range(int(epochs.group(1)), int(epochs.group(2)) + 1)
+    else:
+        wanted = [int(_EPOCH.fullmatch(name).group(1))]
+    files = [epoch_checkpoint_name(epoch) for epoch in wanted]
+    missing = [f for f in files if not os.path.isfile(os.path.join(os.fspath(run), f))]
+    if missing:
+        kept = kept_epochs(run)
+        raise ValueError(
+            f"The run {os.fspath(run)!r} has no {', '.join(missing)} for {flag} "
+            f"{checkpoint}; "
+            + (f"it kept epochs {kept}." if kept else
+               "it kept no epoch's weights (train with --set keep_epoch_checkpoints=true).")
+        )
+    return files
+
+
+def load_averaged_weights(model, paths):
+    """Loads into `model` the element-wise mean of the weights stored in the
+    weights files `paths` (`.keras` or `.weights.h5` files of models of the
+    same architecture). Floating-point weights are averaged in float64 and
+    cast back; others keep the last file's values. Two copies of the
+    weights are held at a time, whatever the number of files.
+
+    Raises:
+        ValueError: `paths` is empty.
+    """
+    paths = list(paths)
+    if not paths:
+        raise ValueError("load_averaged_weights needs at least one weights file; received none.")
+    sums = None
+    for path in paths:
+        model.load_weights(path)
+        values = [keras.ops.convert_to_numpy(weight) for weight in model.weights]
+        if sums is None:
+            sums = [value.astype(np.float64) for value in values]
+        else:
+            for total, value in zip(sums, values):
+                total += value
+    for weight, total in zip(model.weights, sums):
+        if np.issubdtype(np.dtype(weight.dtype), np.floating):
+            weight.assign((total / len(paths)).astype(weight.dtype))
+
+
+def load_checkpoint_weights(model, run, checkpoint, flag="--checkpoint"):
+    """Loads the weights that `checkpoint` names in the run folder `run`
+    into `model` (averaged for "epochs-A-B"); returns the files read.
+
+    Raises:
+        ValueError: see `checkpoint_files`; also when a named file is
+            missing.
+    """
+    files = checkpoint_files(run, checkpoint, flag)
+    paths = [os.path.join(os.fspath(run), name) for name in files]
+    missing = [name for name, path in zip(files, paths) if not os.path.isfile(path)]
+    if missing:
+        raise ValueError(f"The run {os.fspath(run)!r} has no {missing[0]} ({flag} {checkpoint}).")
+    if len(paths) == 1:
+        model.load_weights(paths[0])
+    else:
+        load_averaged_weights(model, paths)
+    return files
