@@ -104,6 +104,7 @@ def search(
     greedy=False,
     sampling=None,
     sampling_stream=None,
+    sampling_first_row=None,
 ):
     """Beam search (or sampling) over a plain step function.
 
@@ -133,6 +134,10 @@ def search(
         sampling_stream: with `sampling`, an optional integer scalar (may
             be a tensor) mixed into its seed (`hashed_uniforms`): training
             passes its step so that every step draws new samples.
+        sampling_first_row: with `sampling`, an optional integer scalar:
+            the row of a larger batch that this batch's first example is
+            (`hashed_uniforms`' `first_row`): a replica of a distributed
+            training step draws what one device draws for the same rows.
 
     Returns:
         dict with
@@ -177,7 +182,8 @@ def search(
     first_log_probs = ops.where(
         ops.logical_or(ops.arange(K) == 0, sampling is not None), 0.0, NEG_INF
     )
-    uniforms = None if sampling is None else sampling.uniforms((batch_size, K, L), sampling_stream)
+    uniforms = None if sampling is None else sampling.uniforms(
+        (batch_size, K, L), sampling_stream, sampling_first_row)
     alive_log_probs = ops.broadcast_to(
         ops.cast(first_log_probs, "float32")[None, :], (batch_size, K)
     )
@@ -315,7 +321,7 @@ def search(
 
 
 def _model_search(model, inputs, beam_size, max_length, terms, eos_id, pad_id, greedy,
-                  sampling=None, sampling_stream=None):
+                  sampling=None, sampling_stream=None, sampling_first_row=None):
     eos_id = model.eos_id if eos_id is None else eos_id
     pad_id = model.pad_id if pad_id is None else pad_id
     K = int(beam_size)
@@ -343,6 +349,7 @@ def _model_search(model, inputs, beam_size, max_length, terms, eos_id, pad_id, g
         greedy=greedy,
         sampling=sampling,
         sampling_stream=sampling_stream,
+        sampling_first_row=sampling_first_row,
     )
 
 

@@ -58,18 +58,28 @@ def _fmix32(x):
     return ops.bitwise_xor(x, ops.right_shift(x, _uint32(16)))
 
 
-def hashed_uniforms(shape, seed, stream=None):
+def hashed_uniforms(shape, seed, stream=None, first_row=None):
     """float32 `shape` uniforms in (0, 1) from the counter-based generator of
     the module docstring (sizes may be scalar tensors).
 
     `stream`, an optional integer scalar (a tensor: e.g. the optimizer's
     step), is mixed into the key, fmix32(key XOR fmix32(stream · 0x9E3779B9
     XOR 0x85EBCA77)), so that one seed gives a new, still reproducible
-    buffer for every stream value (training draws new samples each step)."""
+    buffer for every stream value (training draws new samples each step).
+
+    `first_row`, an optional integer scalar, starts the counter at row
+    `first_row` of the leading axis: the result is rows `first_row, ...` of
+    the buffer of a larger leading size, so that a replica holding rows
+    r..r+b of a global batch draws what one device draws for them."""
     count = 1
     for size in shape:
         count = count * size
     index = _uint32(ops.arange(count, dtype="int32"))
+    if first_row is not None:
+        row_size = 1
+        for size in shape[1:]:
+            row_size = row_size * size
+        index = index + _uint32(first_row) * _uint32(row_size)
     key = _fmix32(_uint32((int(seed) + _GOLDEN) & 0xFFFFFFFF))
     if stream is not None:
         mixed = ops.bitwise_xor(
@@ -147,9 +157,9 @@ class Sampling:
         kept = ops.where(keep, log_probs, NEG_INF)
         return ops.where(keep, ops.log_softmax(kept, axis=-1), NEG_INF)
 
-    def uniforms(self, shape, stream=None):
+    def uniforms(self, shape, stream=None, first_row=None):
         """The uniforms in (0, 1) of a whole search (`hashed_uniforms`)."""
-        return hashed_uniforms(shape, self.seed, stream)
+        return hashed_uniforms(shape, self.seed, stream, first_row)
 
     def draw(self, log_probs, uniforms):
         """Inverse transform sampling.

@@ -38,6 +38,14 @@ unchanged, while λ = 0.99 (about 1.2 to 1 at K = 4) raised the held-out
 sample reward from 0.117 to 0.140 in 800 steps (benchmarks/quality.py,
 flat_copy_shift_rl_scitldr and flat_copy_shift_rl99_scitldr).
 
+Distributed training: under a tf.distribute strategy each replica holds
+an equal slice of the global batch, in replica order. Its samples are drawn
+from the uniforms of its own rows of the global batch (`hashed_uniforms`'
+`first_row`), so the replicas draw what one device draws, and its L_RL is
+divided by the number of replicas, as Keras divides the compiled loss, so
+that the replicas' losses and gradients sum to those of the global batch
+(`keras-hsum train --strategy mirrored|multi_worker`).
+
 Use: `model.sequence_objective = ReinforceObjective(weight=0.99)` on a
 compiled `Summarizer`; its `compute_loss` then adds the term while
 training (evaluation keeps the plain cross-entropy, so `val_loss` stays
@@ -210,7 +218,7 @@ class ReinforceObjective:
     def from_config(cls, config):
         return cls(**config)
 
-    def sample_rewards(self, model, inputs, labels, step=None):
+    def sample_rewards(self, model, inputs, labels, step=None, first_row=None):
         """Draws K samples per example (no gradient) and scores them.
 
         Args:
@@ -218,6 +226,9 @@ class ReinforceObjective:
             inputs: its feature dict (teacher-forcing keys are ignored).
             labels: int [B,S] reference ids of static length S.
             step: an integer scalar mixed into the seed (None: the seed alone).
+            first_row: the row of the global batch that this batch's first
+                example is (a replica's slice; None: 0), so that each row
+                draws the same samples however the batch is split.
 
         Returns:
             `(samples int32 [B,K,S], lengths int32 [B,K], rewards float32 [B,K])`.
@@ -240,7 +251,7 @@ class ReinforceObjective:
         blocking = [TokenBlocking(sorted({int(model.pad_id), int(model.bos_id)}))]
         result = _model_search(
             model, encoder_inputs, self.num_samples, length, blocking, None, None, False,
-            self.sampling, step,
+            self.sampling, step, first_row,
         )
         samples = ops.stop_gradient(result["sequences"])
         lengths = ops.stop_gradient(result["lengths"])
@@ -248,7 +259,8 @@ class ReinforceObjective:
                                 pad_id=model.pad_id, orders=self.orders)
         return samples, lengths, ops.stop_gradient(rewards)
 
-    def terms(self, model, inputs, labels, sample_weight=None, step=None, training=True):
+    def terms(self, model, inputs, labels, sample_weight=None, step=None, training=True,
+              first_row=None):
         """The sampled rewards and the RL loss of one batch.
 
         Args:
@@ -257,6 +269,7 @@ class ReinforceObjective:
             labels: int [B,S] reference ids (EOS last, then padding).
             sample_weight: optional float [B,S], the label mask.
             step: an integer scalar mixed into the seed (the optimizer step).
+            first_row: see `sample_rewards`.
 
         Returns:
             dict: `samples` int32 [B,K,S], `lengths` [B,K], `rewards`
@@ -265,7 +278,7 @@ class ReinforceObjective:
         """
         labels = ops.cast(labels, "int32")
         length = labels.shape[-1]
-        samples, lengths, rewards = self.sample_rewards(model, inputs, labels, step)
+        samples, lengths, rewards = self.sample_rewards(model, inputs, labels, step, first_row)
         advantages = ops.stop_gradient(leave_one_out_advantages(rewards))
         log_probs = sequence_log_probs(model, inputs, samples, lengths, training=training)
         weights = reference_weights(labels, sample_weight, model.pad_id)

@@ -121,11 +121,21 @@ class Summarizer(keras.Model):
         # in the progress bar and the history.
         tracker = getattr(self, "reward_tracker", None)
         if training:
+            replica, replicas = replica_placement()
+            # Under a tf.distribute strategy this batch is one replica's
+            # slice (equal slices, in replica order) of the global batch:
+            # its draws are those one device makes for the same rows, and
+            # its term is divided by the replicas, as Keras divides the
+            # compiled loss, so that the replicas' gradients sum to the
+            # global batch's.
+            first_row = None if replicas == 1 else replica * ops.shape(y)[0]
             terms = objective.terms(
-                self, x, y, sample_weight=sample_weight, step=_draw_stream(self)
+                self, x, y, sample_weight=sample_weight, step=_draw_stream(self),
+                first_row=first_row,
             )
             rewards, weights = terms["rewards"], terms["weights"]
-            loss = (1.0 - objective.weight) * loss + objective.weight * terms["loss"]
+            loss = (1.0 - objective.weight) * loss + (
+                objective.weight * terms["loss"] / float(replicas))
         elif tracker is not None:
             # The same draws at every evaluation (the seed alone), so that
             # `val_reward` compares epochs.
@@ -143,6 +153,20 @@ class Summarizer(keras.Model):
             {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
         )
         return config
+
+
+def replica_placement():
+    """`(replica id, replicas in sync)` of the tf.distribute replica context
+    this runs in: `(0, 1)` on one device, under another backend, or in a
+    cross-replica context."""
+    if keras.backend.backend() != "tensorflow":
+        return 0, 1
+    import tensorflow as tf
+
+    context = tf.distribute.get_replica_context()
+    if context is None:  # cross-replica: the whole batch
+        return 0, 1
+    return context.replica_id_in_sync_group, context.num_replicas_in_sync
 
 
 def _draw_stream(model):

@@ -171,8 +171,10 @@ def make_validation_step(model, strategy):
     @tf.function
     def validation_step(x, y, sample_weight):
         y_pred = model(x, training=False)
+        # training=False: no sequence-level term (its reward, with
+        # sequence-level training, goes to the model's reward_tracker).
         loss = model.compute_loss(
-            x=x, y=y, y_pred=y_pred, sample_weight=sample_weight
+            x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=False
         )
         replicas = tf.distribute.get_strategy().num_replicas_in_sync
         return loss * tf.cast(replicas, loss.dtype)
@@ -292,7 +294,7 @@ def custom_fit(
         budget = TimeBudget(max_minutes) if max_minutes else None
         callbacks = [
             NonFiniteLossGuard(),
-            EpochCheckpoint(write_dir,
+            EpochCheckpoint(write_dir, monitor=config.checkpoint_monitor,
                             keep_epochs=config.keep_epoch_checkpoints),
             _HistoryWriter(write_dir),
             # Last: the epoch-end backup commits the epoch (see the trainer).
@@ -323,9 +325,16 @@ def custom_fit(
         )
         callbacks.on_train_begin()
         step = done
+        # Sequence-level training's mean sample reward (a Keras metric whose
+        # variables sum over the replicas when read), logged like `fit`
+        # logs it: `reward` over the epoch's steps, `val_reward` over the
+        # validation batches.
+        tracker = getattr(model, "reward_tracker", None)
         while step < total and not model.stop_training:
             epoch = step // steps_per_epoch
             callbacks.on_epoch_begin(epoch)
+            if tracker is not None:
+                tracker.reset_state()
             losses = []
             for batch in range(step % steps_per_epoch, steps_per_epoch):
                 callbacks.on_train_batch_begin(batch)
@@ -335,12 +344,17 @@ def custom_fit(
                 if model.stop_training:
                     break
             logs = {"loss": float(np.mean(losses))}
+            if tracker is not None:
+                logs["reward"] = float(tracker.result())
+                tracker.reset_state()
             with averaged_weights(model):
                 val_loss = _validation_loss(
                     validation_step, val_data, config.validation_steps, strategy
                 )
             if val_loss is not None:
                 logs["val_loss"] = val_loss
+                if tracker is not None:
+                    logs["val_reward"] = float(tracker.result())
             callbacks.on_epoch_end(epoch, logs)
         callbacks.on_train_end()
         finalize_averaged_weights(model)

@@ -153,6 +153,19 @@ def test_streams_of_the_uniforms_match_a_numpy_transcription(stream):
     assert not np.array_equal(u, numpy(hashed_uniforms((3, 50), 11, stream + 1)))
 
 
+@pytest.mark.parametrize("first_row", [0, 1, 3])
+def test_first_row_gives_those_rows_of_the_larger_buffer(first_row):
+    """A replica's slice of a global batch draws what one device draws for
+    those rows (with and without a stream; `first_row` may be a tensor)."""
+    for stream in (None, 7):
+        whole = numpy(hashed_uniforms((6, 4, 5), 3, stream))
+        part = numpy(hashed_uniforms(
+            (2, 4, 5), 3, stream, ops.convert_to_tensor(first_row, "int32")))
+        np.testing.assert_array_equal(part, whole[first_row:first_row + 2])
+    np.testing.assert_array_equal(numpy(hashed_uniforms((2, 4, 5), 3, None, 0)),
+                                  numpy(hashed_uniforms((2, 4, 5), 3)))
+
+
 def test_blocked_and_truncated_ids_are_never_drawn():
     rng = np.random.default_rng(2)
     logits = rng.normal(size=(64, 50)) * 3.0

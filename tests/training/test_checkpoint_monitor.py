@@ -209,7 +209,6 @@ def test_sequence_level_training_logs_rewards_and_keeps_the_best_reward(corpus, 
 @pytest.mark.parametrize("overrides, strategy, message", [
     (("checkpoint_monitor=val_reward",), "default",
      "checkpoint_monitor='val_reward' is the held-out reward"),
-    (("reinforce_weight=0.5",), "mirrored", "needs the default strategy"),
 ])
 def test_sequence_level_settings_that_cannot_work_are_refused(corpus, tmp_path, overrides,
                                                               strategy, message):

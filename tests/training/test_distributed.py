@@ -113,8 +113,47 @@ def test_mirrored_over_two_cpus_matches_one_device(one_device_and_mirrored):
     )
 
 
-def _multi_worker(recipe, corpus, folder, workers=2):
+# Sequence-level training (REINFORCE) over one step: the replicas draw the
+# samples one device draws for their rows, and divide their term by the
+# replicas, so the step's loss and mean sample reward are the one-device
+# ones. One step only: after it the weights differ by rounding (see the
+# tolerances above), which may move a later draw across a token boundary.
+_REINFORCE = ("reinforce_weight=0.99", "reinforce_samples=2", "epochs=1",
+              "steps_per_epoch=1", "max_target_length=24", "checkpoint_monitor=val_reward")
+
+
+def test_mirrored_reinforce_matches_one_device(corpus):
+    data, vocabulary, folder = corpus
+    runs = []
+    for strategy in ("default", "mirrored"):
+        out = new_run_folder(folder / f"{RECIPE}-reinforce-{strategy}", vocabulary)
+        runs.append([strategy, out, os.path.join(out, "final.weights.h5"),
+                     list(COMMON_OVERRIDES) + list(_REINFORCE)])
+    (single, mirrored) = _train(2, RECIPE, data, runs)
+    assert single["replicas"] == 1 and mirrored["replicas"] == 2
+    assert single["steps"] == mirrored["steps"] == 1
+    for key in ("loss", "reward", "val_loss", "val_reward"):
+        print(key, single["history"][key], mirrored["history"][key])
+    np.testing.assert_allclose(mirrored["history"]["loss"], single["history"]["loss"], rtol=1e-4)
+    np.testing.assert_allclose(mirrored["history"]["reward"], single["history"]["reward"],
+                               rtol=1e-5)
+    np.testing.assert_allclose(mirrored["history"]["val_loss"], single["history"]["val_loss"],
+                               rtol=1e-4)
+    np.testing.assert_allclose(mirrored["history"]["val_reward"],
+                               single["history"]["val_reward"], rtol=1e-5)
+    difference = max_difference(saved_weights(runs[0][2]), saved_weights(runs[1][2]))
+    print(f"max |mirrored - default| = {difference:.3g}")
+    assert difference < TOLERANCE
+    # The mirrored loop keeps the best held-out reward as fit does.
+    with open(os.path.join(runs[1][1], "best.json")) as file:
+        best = json.load(file)
+    assert best["monitor"] == "val_reward"
+    assert best["value"] == pytest.approx(mirrored["history"]["val_reward"][0], rel=1e-6)
+
+
+def _multi_worker(recipe, corpus, folder, workers=2, overrides=None):
     data, vocabulary, _ = corpus
+    overrides = _overrides() if overrides is None else list(overrides)
     out = new_run_folder(folder / f"{recipe}-multi_worker", vocabulary)
     ports = free_ports(workers)
     cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
@@ -126,7 +165,7 @@ def _multi_worker(recipe, corpus, folder, workers=2):
     for index in range(workers):
         tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
         weights = os.path.join(folder, f"{recipe}-worker{index}.weights.h5")
-        runs = [["multi_worker", out, weights, _overrides()]]
+        runs = [["multi_worker", out, weights, overrides]]
         processes.append((weights, subprocess.Popen(
             [sys.executable, "-c", _TRAIN_SCRIPT, json.dumps([1, recipe, data, runs])],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -176,3 +215,24 @@ def test_multi_worker_matches_one_device(corpus, request, tmp_path):
     np.testing.assert_allclose(
         chief["history"]["val_loss"], single["history"]["val_loss"], rtol=1e-4
     )
+
+
+@pytest.mark.slow  # two workers plus a one-process reference
+def test_multi_worker_reinforce_matches_one_device(corpus, tmp_path):
+    """Two workers of one replica each: each holds its slice of the global
+    batch and draws that slice's samples (see the mirrored test)."""
+    overrides = list(COMMON_OVERRIDES) + list(_REINFORCE)
+    out, workers = _multi_worker(RECIPE, corpus, tmp_path, overrides=overrides)
+    (chief, chief_weights), (other, other_weights) = workers
+    assert chief["replicas"] == other["replicas"] == 2
+    assert max_difference(chief_weights, other_weights) == 0.0
+    data, vocabulary, _ = corpus
+    reference = new_run_folder(tmp_path / f"{RECIPE}-reinforce-default", vocabulary)
+    weights = os.path.join(reference, "final.weights.h5")
+    [single] = _train(1, RECIPE, data, [["default", reference, weights, overrides]])
+    for key in ("loss", "reward", "val_loss", "val_reward"):
+        print(key, single["history"][key], chief["history"][key])
+        np.testing.assert_allclose(chief["history"][key], single["history"][key], rtol=1e-4)
+    difference = max_difference(saved_weights(weights), chief_weights)
+    print(f"max |multi_worker - default| = {difference:.3g}")
+    assert difference < TOLERANCE
