@@ -18,6 +18,7 @@ Usage:
     python benchmarks/quality.py choose_epoch RUN          # a kept epoch's weights, likewise
     python benchmarks/quality.py choose_average RUN        # a mean of kept epochs, likewise
     python benchmarks/quality.py table                     # -> results/quality.md, README
+    python benchmarks/quality.py rescore DATASET [--references max_rouge1]  # a diagnosis
     python benchmarks/quality.py all                       # every step above
 
 Runs live in runs/results/<run>/ (exports under <run>/export/); reports in
@@ -1945,6 +1946,46 @@ def _replace_between_markers(path, text):
         handle.write(f"{head}{BEGIN}\n{text}\n{END}{tail}")
 
 
+def rescore(dataset, references):
+    """A diagnosis, not a choice: every stored report of `dataset` (its
+    summaries as they were scored; nothing is decoded again) scored under
+    another multi-reference protocol, e.g. "max_rouge1", SciTLDR's own
+    (every metric from the reference of best ROUGE-1). Writes
+    results/quality/<dataset>_<references>.json with both protocols' F1
+    means and intervals per system, and prints them."""
+    from keras_hsum.data.reader import read_examples
+    from keras_hsum.evaluation import report as reporting
+
+    examples = [e for e in read_examples(data_path(dataset)) if e.sentences()]
+    by_id = {e.id: e for e in examples}
+    out = {"dataset": dataset, "table_references": DATASETS[dataset]["references"],
+           "references": references, "systems": {}}
+    for path in sorted(glob.glob(os.path.join(RESULTS, dataset, "*.json"))):
+        with open(path, encoding="utf-8") as handle:
+            stored = json.load(handle)
+        outputs = {e["id"]: e["summary"] for e in stored["examples"]}
+        scored = [by_id[i] for i in outputs if i in by_id]
+        if len(scored) != len(examples):
+            continue  # not a validation report of the table
+        again = reporting.evaluate(outputs, scored, name=stored["system"],
+                                   references=references)
+        out["systems"][os.path.basename(path)[:-len(".json")]] = {
+            protocol: {m: {k: report["aggregate"][m]["f1"][k] for k in ("mean", "low", "high")}
+                       for m in ("rouge1", "rouge2", "rougeL")}
+            for protocol, report in ((stored["references"], stored), (references, again))
+        }
+    path = os.path.join(RESULTS, f"{dataset}_{references}.json")
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(out, handle, indent=1)
+    for system, scores in out["systems"].items():
+        print(f"{system}: " + "; ".join(
+            f"{protocol} " + " / ".join(f"{100 * v[m]['mean']:.2f}"
+                                        for m in ("rouge1", "rouge2", "rougeL"))
+            for protocol, v in scores.items()))
+    print(f"-> {path}")
+    return out
+
+
 def sampling_seeds(name, seeds=(1, 2, 3, 4)):
     """A diagnosis, not a choice: a sampling row of record re-decoded with
     other seeds of the same settings, scored on its held-out training
@@ -1987,11 +2028,13 @@ def main(argv=None):
     parser.add_argument("step", choices=["train", "export", "evaluate", "baselines", "table",
                                          "choose_length", "choose_recent", "choose_row",
                                          "choose_beam", "choose_epoch", "choose_average",
-                                         "sampling_seeds", "all"])
+                                         "sampling_seeds", "rescore", "all"])
     parser.add_argument("target", nargs="?", help="a run name (RUNS), a dataset (DATASETS) "
                         "or, for choose_length / choose_recent / choose_row / choose_beam, a "
                         "group (LENGTH_GROUPS / RECENT_GROUPS / ROW_GROUPS / BEAM_GROUPS)")
     parser.add_argument("--minutes", type=float, default=None)
+    parser.add_argument("--references", default="max_rouge1",
+                        help="rescore: the multi-reference protocol (see keras-hsum evaluate)")
     args = parser.parse_args(argv)
     if args.step == "table":
         table()
@@ -2019,6 +2062,10 @@ def main(argv=None):
             export(name)
             evaluate(name)
         table()
+    elif args.step == "rescore":
+        if args.target not in DATASETS:
+            parser.error(f"expected a dataset among {', '.join(DATASETS)}; received {args.target!r}")
+        rescore(args.target, args.references)
     elif args.step == "baselines":
         if args.target not in DATASETS:
             parser.error(f"expected a dataset among {', '.join(DATASETS)}; received {args.target!r}")

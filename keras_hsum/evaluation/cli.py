@@ -2,7 +2,8 @@
 
     keras-hsum evaluate --model saved_models/pht/1 --baseline textrank \\
         --data DATA --split val [--out report.json] [--plot chart.png] \\
-        [--markdown table.md] [--max-examples N] [--references primary|max|mean]
+        [--markdown table.md] [--max-examples N]
+        [--references primary|max|mean|max_rouge1]
 
 Models and baselines go through one code path: each is a system that maps
 an `Example` to a summary, scored by `keras_hsum.evaluation.report.evaluate`.
@@ -74,8 +75,10 @@ def add_parser(subparsers):
     )
     parser.add_argument("--max-words", type=int, default=None, help="word budget")
     parser.add_argument(
-        "--references", default="primary", choices=["primary", "max", "mean"],
-        help="score against the primary summary, or max/mean over all references",
+        "--references", default="primary", choices=["primary", "max", "mean", "max_rouge1"],
+        help="score against the primary summary, or over all references: the best "
+        "per metric (max), the mean (mean), or every metric against the reference "
+        "of best ROUGE-1 (max_rouge1, SciTLDR's protocol)",
     )
     parser.add_argument("--num-resamples", type=int, default=1000, help="bootstrap B")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")

@@ -4,7 +4,7 @@ A report is a plain, JSON-serialisable dict:
 
 ```
 {"system": str, "dataset": str, "num_examples": N,
- "references": "primary" | "max" | "mean", "metrics": [...],
+ "references": "primary" | "max" | "mean" | "max_rouge1", "metrics": [...],
  "bootstrap": {"num_resamples": B, "confidence": 0.95, "seed": 0},
  "aggregate": {metric: {measure: {"mean", "low", "high"}}},   # in [0, 1]
  "examples": [{"id": str, "summary": str,
@@ -20,7 +20,7 @@ import time
 
 from keras_hsum.evaluation import rouge
 
-REFERENCE_MODES = ("primary", "max", "mean")
+REFERENCE_MODES = ("primary", "max", "mean", "max_rouge1")
 
 
 def _references(example, mode):
@@ -95,7 +95,8 @@ def evaluate(
         name: the system's name in the report.
         metrics: rouge-score metrics.
         references: "primary" scores against `example.summary` only;
-            "max"/"mean" score against every reference (`rouge.score`).
+            "max"/"mean"/"max_rouge1" score against every reference
+            (`rouge.score`'s `multi_reference`).
         num_resamples, confidence, seed: the bootstrap interval of each
             mean (`rouge.bootstrap_interval`).
         sentence_splitter: splitter for ROUGE-Lsum (`rouge.lines_for_lsum`).

@@ -12,8 +12,10 @@ Scores are fractions in [0, 1]; reports multiply by 100 only for display.
 
 - `score`: one prediction against one or several references, per metric
   `{"precision", "recall", "f1"}`; with several references the best
-  reference per metric (`"max"`, by F1, as rouge-score's `score_multi`) or
-  the mean over references (`"mean"`).
+  reference per metric (`"max"`, by F1, as rouge-score's `score_multi`),
+  every metric from the one reference of best ROUGE-1 F1 (`"max_rouge1"`,
+  SciTLDR's protocol: allenai/scitldr's evaluate.py keeps the scores of the
+  reference of highest ROUGE-1 F), or the mean over references (`"mean"`).
 - `score_corpus`: per-example scores and their corpus means.
 - `bootstrap_interval`: a seeded percentile bootstrap confidence interval of
   a mean (Efron & Tibshirani 1993); `paired_bootstrap` compares two systems
@@ -30,7 +32,7 @@ from keras_hsum.data.sentences import split_sentences
 
 METRICS = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 MEASURES = ("precision", "recall", "f1")
-MULTI_REFERENCE = ("max", "mean")
+MULTI_REFERENCE = ("max", "mean", "max_rouge1")
 
 
 @functools.lru_cache(maxsize=None)
@@ -133,8 +135,11 @@ def score(
         metrics: rouge-score metric names, by default `METRICS`.
         multi_reference: with R > 1, `"max"` keeps, per metric, the scores
             of the reference with the highest F1 (rouge-score's
-            `score_multi`); `"mean"` averages precision, recall and F1 over
-            the R references separately.
+            `score_multi`); `"max_rouge1"` keeps every metric's scores
+            against the one reference of highest ROUGE-1 F1 (the first on
+            ties; SciTLDR's protocol: ROUGE-1 as "max", ROUGE-2/L at most
+            "max"'s); `"mean"` averages precision, recall and F1 over the R
+            references separately.
         sentence_splitter: the splitter for ROUGE-Lsum (see
             `lines_for_lsum`).
 
@@ -159,13 +164,20 @@ def score(
             f"Expected the prediction as a str, received "
             f"{type(prediction).__name__}; join extracted sentences first."
         )
-    scorer = _scorer(metrics)
+    # max_rouge1 picks the reference by ROUGE-1, asked for or not.
+    scored = metrics if multi_reference != "max_rouge1" or "rouge1" in metrics \
+        else metrics + ("rouge1",)
+    scorer = _scorer(scored)
     needs_lines = "rougeLsum" in metrics
     if needs_lines:
         prediction = lines_for_lsum(prediction, sentence_splitter)
         references = tuple(lines_for_lsum(r, sentence_splitter) for r in references)
     per_reference = [scorer.score(r, prediction) for r in references]
     result = {}
+    if multi_reference == "max_rouge1":
+        chosen = max(range(len(per_reference)),
+                     key=lambda i: (per_reference[i]["rouge1"].fmeasure, -i))
+        return {metric: _as_dict(per_reference[chosen][metric]) for metric in metrics}
     for metric in metrics:
         scores = [s[metric] for s in per_reference]
         if multi_reference == "max":

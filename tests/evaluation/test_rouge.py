@@ -74,6 +74,31 @@ def test_multi_reference_max_and_mean_match_a_manual_loop(real_examples):
             )
 
 
+def test_max_rouge1_takes_every_metric_from_the_best_rouge1_reference(real_examples):
+    """SciTLDR's protocol (allenai/scitldr evaluate.py): the reference of
+    highest ROUGE-1 F1 gives every metric. Checked against rouge-score per
+    reference; ROUGE-1 then equals "max", the others are at most "max"'s,
+    and on real multi-reference data some differ (so the mode matters)."""
+    examples = [e for e in real_examples("scitldr_a", "val") if len(e.references) > 1][:40]
+    differs = 0
+    for example, prediction in zip(examples, _predictions(examples, 1)):
+        per_reference = [REFERENCE.score(_lines(r), prediction) for r in example.references]
+        chosen = per_reference[int(np.argmax([s["rouge1"].fmeasure for s in per_reference]))]
+        scitldr = rouge.score(prediction, example.references, multi_reference="max_rouge1")
+        best = rouge.score(prediction, example.references, multi_reference="max")
+        for metric in METRICS:
+            assert scitldr[metric]["f1"] == pytest.approx(chosen[metric].fmeasure, abs=1e-12)
+            assert scitldr[metric]["recall"] == pytest.approx(chosen[metric].recall, abs=1e-12)
+            assert scitldr[metric]["f1"] <= best[metric]["f1"] + 1e-12
+        assert scitldr["rouge1"] == best["rouge1"]
+        differs += scitldr["rouge2"]["f1"] < best["rouge2"]["f1"] - 1e-12
+        # Without ROUGE-1 among the metrics it still picks by ROUGE-1.
+        only = rouge.score(prediction, example.references, metrics=("rouge2",),
+                           multi_reference="max_rouge1")
+        assert only == {"rouge2": scitldr["rouge2"]}
+    assert differs > 0
+
+
 def test_score_corpus_is_the_mean_of_examples(real_examples):
     examples = real_examples("scitldr_a", "val")[:15]
     predictions = _predictions(examples, 1)
