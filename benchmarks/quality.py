@@ -1227,20 +1227,20 @@ def checkpoint_of(name):
     "epochs-A-B")."""
     spec = RUNS[name]
     checkpoint = spec.get("checkpoint", RUNS[spec.get("base", name)].get("checkpoint", "last"))
-    if checkpoint == "chosen_average":
-        path = os.path.join(RESULTS, f"average_choice_{name}.json")
+    # (choice file, the step that writes it, its choice -> checkpoint name)
+    chosen = {
+        "chosen_average": (f"average_choice_{name}.json", f"choose_average {name}", str),
+        "chosen_epoch": (f"epoch_choice_{spec.get('base', name)}.json",
+                         f"choose_epoch {spec.get('base', name)}", "epoch-{}".format),
+    }
+    if checkpoint in chosen:
+        file, step, named = chosen[checkpoint]
+        path = os.path.join(RESULTS, file)
         if not os.path.exists(path):
-            raise ValueError(f"{name}: run `quality.py choose_average {name}` first; its "
-                             "checkpoint is the mean of kept epochs it chooses.")
+            raise ValueError(f"{name}: run `quality.py {step}` first; its checkpoint is "
+                             "chosen among its kept epochs.")
         with open(path, encoding="utf-8") as handle:
-            return json.load(handle)["choice"]
-    if checkpoint == "chosen_epoch":
-        path = os.path.join(RESULTS, f"epoch_choice_{spec.get('base', name)}.json")
-        if not os.path.exists(path):
-            raise ValueError(f"{name}: run `quality.py choose_epoch {spec.get('base', name)}` "
-                             "first; its checkpoint is chosen among its kept epochs.")
-        with open(path, encoding="utf-8") as handle:
-            return f"epoch-{json.load(handle)['choice']}"
+            return named(json.load(handle)["choice"])
     return checkpoint
 
 
