@@ -21,7 +21,6 @@ The loss is the mean squared error over real paragraphs (§4.2.1).
 import dataclasses
 import os
 
-import keras
 import tensorflow as tf
 
 import recipes.pht as pht_recipe
@@ -42,9 +41,10 @@ class Config(RecipeConfig):
     Attributes:
         teacher_run: folder of a trained PHT run with `model.keras` and
             `vocabulary.model` (required to build batches).
-        teacher_checkpoint: "last" (`model.keras`) or "best"
-            (`best.keras`): the teacher weights whose attention is learnt;
-            use the checkpoint the PHT is exported with.
+        teacher_checkpoint: "last" (`model.keras`), "best" (`best.keras`),
+            or a kept "epoch-N" / "epochs-A-B": the teacher weights whose
+            attention is learnt; use the checkpoint the PHT is exported
+            with (`keras-hsum export --checkpoint`).
         hidden_dim: the teacher's width D (Φ's width; also the Noam
             schedule's D); checked against the loaded teacher.
         num_heads, intermediate_dim, num_layers, dropout: the predictor's
@@ -123,7 +123,8 @@ def load_teacher(teacher_run, checkpoint="last"):
 
     Args:
         teacher_run: the PHT run folder.
-        checkpoint: "last" (`model.keras`) or "best" (`best.keras`).
+        checkpoint: "last" (`model.keras`), "best" (`best.keras`), or a
+            kept "epoch-N" / "epochs-A-B" (`keras_hsum.training.checkpoints`).
 
     Raises:
         ValueError: `teacher_run` is None or lacks the checkpoint /
@@ -131,7 +132,8 @@ def load_teacher(teacher_run, checkpoint="last"):
             not a PHT.
     """
     from keras_hsum.data.vocabulary import Vocabulary
-    from keras_hsum.training.checkpoints import RUN_CHECKPOINTS as CHECKPOINTS
+    from keras_hsum.training.checkpoints import checkpoint_files
+    from keras_hsum.training.checkpoints import load_checkpoint_model
     from keras_hsum.models.parallel_hierarchical_transformer import (
         ParallelHierarchicalTransformer,
     )
@@ -143,29 +145,25 @@ def load_teacher(teacher_run, checkpoint="last"):
             "Train `pht` first, then use config.replace(teacher_run=<run "
             "folder>) (CLI: --set teacher_run=<run folder>)."
         )
-    if checkpoint not in CHECKPOINTS:
-        raise ValueError(
-            f"pht_predictor: teacher_checkpoint must be one of "
-            f"{sorted(CHECKPOINTS)}, received {checkpoint!r}."
-        )
-    teacher_model = CHECKPOINTS[checkpoint]
     teacher_run = os.fspath(teacher_run)
+    flag = "pht_predictor: teacher_checkpoint"
+    teacher_files = checkpoint_files(teacher_run, checkpoint, flag)
     missing = [
         name
-        for name in (teacher_model, TEACHER_VOCABULARY)
+        for name in (*teacher_files, TEACHER_VOCABULARY)
         if not os.path.isfile(os.path.join(teacher_run, name))
     ]
     if missing:
         raise ValueError(
             f"pht_predictor: the teacher run {teacher_run!r} must contain "
-            f"{teacher_model} and {TEACHER_VOCABULARY}; missing {missing}. "
+            f"{', '.join(teacher_files)} and {TEACHER_VOCABULARY}; missing {missing}. "
             "Point `teacher_run` at the folder the trainer wrote for a "
             "finished `pht` run."
         )
-    teacher = keras.models.load_model(os.path.join(teacher_run, teacher_model))
+    teacher = load_checkpoint_model(teacher_run, checkpoint, flag)
     if not isinstance(teacher, ParallelHierarchicalTransformer):
         raise ValueError(
-            f"pht_predictor: {teacher_run}/{teacher_model} must be a "
+            f"pht_predictor: {teacher_run}/{teacher_files[-1]} must be a "
             f"ParallelHierarchicalTransformer, received "
             f"{type(teacher).__name__}. Point `teacher_run` at a `pht` run."
         )

@@ -50,13 +50,11 @@ def load_run(run, checkpoint="last"):
             none of "last", "best", a kept "epoch-N" and a kept range
             "epochs-A-B".
     """
-    import keras
-
     import keras_hsum.models  # noqa: F401 - registers the model classes
     import recipes
     from keras_hsum.data.vocabulary import Vocabulary
     from keras_hsum.training.checkpoints import checkpoint_files
-    from keras_hsum.training.checkpoints import load_averaged_weights
+    from keras_hsum.training.checkpoints import load_checkpoint_model
 
     weights = checkpoint_files(run, checkpoint)
     run = os.fspath(run)
@@ -77,10 +75,7 @@ def load_run(run, checkpoint="last"):
     name = resolved.get("recipe")
     recipe = recipes.get(name)
     config = recipe.Config(**resolved.get("config", {}))
-    # The architecture (and any non-float weight) from the last file.
-    model = keras.models.load_model(os.path.join(run, weights[-1]), compile=False)
-    if len(weights) > 1:
-        load_averaged_weights(model, [os.path.join(run, name) for name in weights])
+    model = load_checkpoint_model(run, checkpoint)
     vocabulary = Vocabulary.load(os.path.join(run, RUN_VOCABULARY))
     return name, recipe, config, model, vocabulary
 

@@ -140,3 +140,23 @@ def load_checkpoint_weights(model, run, checkpoint, flag="--checkpoint"):
     else:
         load_averaged_weights(model, paths)
     return files
+
+
+def load_checkpoint_model(run, checkpoint, flag="--checkpoint", compile=False):
+    """The Keras model saved in the run folder `run`, with the weights that
+    `checkpoint` names (averaged for "epochs-A-B"; the architecture, and
+    any non-float weight, from the last file).
+
+    Raises:
+        ValueError: see `checkpoint_files`; also when a named file is
+            missing.
+    """
+    files = checkpoint_files(run, checkpoint, flag)
+    paths = [os.path.join(os.fspath(run), name) for name in files]
+    missing = [name for name, path in zip(files, paths) if not os.path.isfile(path)]
+    if missing:
+        raise ValueError(f"The run {os.fspath(run)!r} has no {missing[0]} ({flag} {checkpoint}).")
+    model = keras.models.load_model(paths[-1], compile=compile)
+    if len(paths) > 1:
+        load_averaged_weights(model, paths)
+    return model

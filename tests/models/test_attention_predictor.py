@@ -4,6 +4,7 @@ save/reload, the pht_predictor recipe's teacher loading, and fitting the η
 of 8 real qmsum_goldspan examples."""
 
 import os
+import shutil
 
 import keras
 import numpy as np
@@ -182,6 +183,20 @@ def test_fits_eta_of_eight_real_examples(tmp_path, vocabulary, real_examples):
         best_eta.numpy(), to_numpy(attention_labels(teacher, {
             **{k: v.numpy() for k, v in batch[0].items()}})), atol=1e-5)
     assert np.abs(best_eta.numpy() - eta).max() > 1e-4
+    # teacher_checkpoint="epochs-1-2": the mean of two kept epochs' weights
+    # (model.keras's and best.keras's: 1.25 x the first).
+    os.makedirs(os.path.join(tmp_path, "epochs"))
+    shutil.copyfile(os.path.join(tmp_path, "model.keras"),
+                    os.path.join(tmp_path, "epochs", "epoch-001.keras"))
+    shutil.copyfile(os.path.join(tmp_path, "best.keras"),
+                    os.path.join(tmp_path, "epochs", "epoch-002.keras"))
+    _, mean_eta, _ = next(iter(recipe.make_dataset(
+        config.replace(teacher_checkpoint="epochs-1-2"), examples, vocabulary, training=False)))
+    for weight in teacher.weights:
+        weight.assign(weight.numpy() / 1.5 * 1.25)
+    np.testing.assert_allclose(
+        mean_eta.numpy(), to_numpy(attention_labels(teacher, {
+            **{k: v.numpy() for k, v in batch[0].items()}})), atol=1e-5)
     real = weights > 0
     uniform = np.where(real, 1.0 / real.sum(-1, keepdims=True), 0.0)
     baseline = np.mean((uniform - eta)[real] ** 2)
