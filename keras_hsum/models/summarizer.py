@@ -95,15 +95,25 @@ class Summarizer(keras.Model):
         """One decoding step: `(ids [B], index, cache) → (logits [B,V'], cache, aux)`."""
         raise NotImplementedError
 
-    def call(self, inputs, training=False):
-        """Teacher forcing: `inputs` with `decoder_tokens` [B,S] → logits [B,S,V']."""
-        if "decoder_tokens" not in inputs:
+    def _check_teacher_forcing(self, inputs):
+        if isinstance(inputs, dict) and "decoder_tokens" not in inputs:
             raise ValueError(
                 f"{self.name}: `call` is teacher-forced training and needs "
                 "`decoder_tokens` [B,S] among the inputs (use "
                 "keras_hsum.data.training_pairs); received keys "
                 f"{sorted(inputs)}. To summarize, use keras_hsum.decoding."
             )
+
+    def __call__(self, inputs, *args, **kwargs):
+        # Checked before Keras builds an unbuilt model by tracing `call`,
+        # which would catch this error and warn twice about "unbuilt state"
+        # before raising it.
+        self._check_teacher_forcing(inputs)
+        return super().__call__(inputs, *args, **kwargs)
+
+    def call(self, inputs, training=False):
+        """Teacher forcing: `inputs` with `decoder_tokens` [B,S] → logits [B,S,V']."""
+        self._check_teacher_forcing(inputs)
         memory = self.encode(inputs, training=training)
         return self.decode(
             inputs["decoder_tokens"], memory, inputs=inputs, training=training
