@@ -74,15 +74,17 @@ class RecipeConfig:
             every epoch).
         keep_epoch_checkpoints: also keep every epoch's weights, as
             `epochs/epoch-NNN.keras` in the run folder, for a choice made
-            after training (`keras-hsum export --checkpoint epoch-N`); each
-            file is the size of `model.keras`.
+            after training (`keras-hsum export --checkpoint epoch-N`, or
+            `epochs-A-B` for the mean of epochs A to B); each file is the
+            size of `model.keras`.
         reinforce_weight: λ of sequence-level training on a ROUGE reward
             (`keras_hsum.models.ReinforceObjective`): the loss becomes
             (1 - λ) · cross-entropy + λ · REINFORCE with a leave-one-out
             baseline over `reinforce_samples` samples per example, drawn
             in-graph at every step. 0: off (teacher forcing only). Usually
-            a fine-tuning stage after `--init-from`; the default strategy
-            only.
+            a fine-tuning stage after `--init-from`; under a distributed
+            strategy each replica draws its rows' samples of the global
+            batch, as one device does.
         reinforce_samples: K >= 2 samples per example.
         seed: shuffling and initialisation seed.
     """
