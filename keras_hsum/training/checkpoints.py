@@ -122,24 +122,29 @@ def load_averaged_weights(model, paths):
             weight.assign((total / len(paths)).astype(weight.dtype))
 
 
-def load_checkpoint_weights(model, run, checkpoint, flag="--checkpoint"):
-    """Loads the weights that `checkpoint` names in the run folder `run`
-    into `model` (averaged for "epochs-A-B"); returns the files read.
-
-    Raises:
-        ValueError: see `checkpoint_files`; also when a named file is
-            missing.
-    """
+def _checkpoint_paths(run, checkpoint, flag):
+    """The full paths of `checkpoint_files`, each checked to exist."""
     files = checkpoint_files(run, checkpoint, flag)
     paths = [os.path.join(os.fspath(run), name) for name in files]
     missing = [name for name, path in zip(files, paths) if not os.path.isfile(path)]
     if missing:
         raise ValueError(f"The run {os.fspath(run)!r} has no {missing[0]} ({flag} {checkpoint}).")
+    return paths
+
+
+def load_checkpoint_weights(model, run, checkpoint, flag="--checkpoint"):
+    """Loads the weights that `checkpoint` names in the run folder `run`
+    into `model` (averaged for "epochs-A-B").
+
+    Raises:
+        ValueError: see `checkpoint_files`; also when a named file is
+            missing.
+    """
+    paths = _checkpoint_paths(run, checkpoint, flag)
     if len(paths) == 1:
         model.load_weights(paths[0])
     else:
         load_averaged_weights(model, paths)
-    return files
 
 
 def load_checkpoint_model(run, checkpoint, flag="--checkpoint", compile=False):
@@ -151,11 +156,7 @@ def load_checkpoint_model(run, checkpoint, flag="--checkpoint", compile=False):
         ValueError: see `checkpoint_files`; also when a named file is
             missing.
     """
-    files = checkpoint_files(run, checkpoint, flag)
-    paths = [os.path.join(os.fspath(run), name) for name in files]
-    missing = [name for name, path in zip(files, paths) if not os.path.isfile(path)]
-    if missing:
-        raise ValueError(f"The run {os.fspath(run)!r} has no {missing[0]} ({flag} {checkpoint}).")
+    paths = _checkpoint_paths(run, checkpoint, flag)
     model = keras.models.load_model(paths[-1], compile=compile)
     if len(paths) > 1:
         load_averaged_weights(model, paths)

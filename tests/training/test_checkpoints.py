@@ -124,8 +124,7 @@ def test_load_checkpoint_weights_reads_a_kept_range(tmp_path):
         model.save(run / epoch_checkpoint_name(epoch))
         models.append(model)
     model = _model()
-    assert load_checkpoint_weights(model, run, "epochs-1-2") == [
-        epoch_checkpoint_name(1), epoch_checkpoint_name(2)]
+    load_checkpoint_weights(model, run, "epochs-1-2")
     kernel = [i for i, w in enumerate(model.weights) if w.dtype != "int32"][0]
     np.testing.assert_allclose(
         keras.ops.convert_to_numpy(model.weights[kernel]),
