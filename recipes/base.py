@@ -67,8 +67,8 @@ class RecipeConfig:
             one, or a single file, holds out its last 10%).
         checkpoint_monitor: what picks `best.keras` among the epochs:
             "val_loss" (the lowest validation loss) or "val_accuracy" (the
-            highest validation token accuracy; the default strategy only,
-            and a recipe whose metrics include "accuracy") or "val_reward"
+            highest validation token accuracy; a recipe whose metrics
+            include "accuracy") or "val_reward"
             (with `reinforce_weight` > 0: the highest mean reward of the
             samples drawn on the validation examples, the same draws at
             every epoch).

@@ -133,6 +133,9 @@ def make_train_step(model, strategy):
                 x=x, y=y, y_pred=y_pred, sample_weight=sample_weight
             )
             scaled_loss = optimizer.scale_loss(loss)
+        # The compiled metrics (e.g. token accuracy), as `fit` updates them;
+        # their variables sum over the replicas when read.
+        model.compute_metrics(x, y, y_pred, sample_weight)
         gradients = tape.gradient(scaled_loss, variables)
         pairs = [(g, v) for g, v in zip(gradients, variables) if g is not None]
         gradients = [g for g, _ in pairs]
@@ -176,6 +179,7 @@ def make_validation_step(model, strategy):
         loss = model.compute_loss(
             x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=False
         )
+        model.compute_metrics(x, y, y_pred, sample_weight)
         replicas = tf.distribute.get_strategy().num_replicas_in_sync
         return loss * tf.cast(replicas, loss.dtype)
 
@@ -193,6 +197,15 @@ def _validation_loss(validation_step, val_data, steps, strategy):
             total += float(validation_step(x, y, sample_weight)) * size
             count += size
     return total / count if count else None
+
+
+def _metric_logs(model):
+    """The model's metrics as `fit` logs them (compiled metrics such as
+    `accuracy`; `reward` with sequence-level training), read in the
+    cross-replica context, where their variables sum over the replicas.
+    The loop reports its own loss."""
+    return {name: float(value) for name, value in model.get_metrics_result().items()
+            if name != "loss"}
 
 
 def distribute_training_data(strategy, train_data, skip, batch_size):
@@ -325,16 +338,10 @@ def custom_fit(
         )
         callbacks.on_train_begin()
         step = done
-        # Sequence-level training's mean sample reward (a Keras metric whose
-        # variables sum over the replicas when read), logged like `fit`
-        # logs it: `reward` over the epoch's steps, `val_reward` over the
-        # validation batches.
-        tracker = getattr(model, "reward_tracker", None)
         while step < total and not model.stop_training:
             epoch = step // steps_per_epoch
             callbacks.on_epoch_begin(epoch)
-            if tracker is not None:
-                tracker.reset_state()
+            model.reset_metrics()
             losses = []
             for batch in range(step % steps_per_epoch, steps_per_epoch):
                 callbacks.on_train_batch_begin(batch)
@@ -343,18 +350,16 @@ def custom_fit(
                 callbacks.on_train_batch_end(batch, {"loss": np.mean(losses)})
                 if model.stop_training:
                     break
-            logs = {"loss": float(np.mean(losses))}
-            if tracker is not None:
-                logs["reward"] = float(tracker.result())
-                tracker.reset_state()
+            logs = {"loss": float(np.mean(losses)), **_metric_logs(model)}
+            model.reset_metrics()
             with averaged_weights(model):
                 val_loss = _validation_loss(
                     validation_step, val_data, config.validation_steps, strategy
                 )
             if val_loss is not None:
                 logs["val_loss"] = val_loss
-                if tracker is not None:
-                    logs["val_reward"] = float(tracker.result())
+                logs.update({f"val_{name}": value
+                             for name, value in _metric_logs(model).items()})
             callbacks.on_epoch_end(epoch, logs)
         callbacks.on_train_end()
         finalize_averaged_weights(model)

@@ -558,13 +558,6 @@ def train(
         raise ValueError(f"Unknown strategy {strategy!r}; expected one of {list(STRATEGIES)}.")
     monitor = config.checkpoint_monitor
     check_checkpoint_monitor(monitor)
-    if monitor == "val_accuracy" and strategy != "default":
-        raise ValueError(
-            f"checkpoint_monitor={monitor!r} needs the default strategy: the "
-            f"{strategy} training loop validates the loss (and, with "
-            "sequence-level training, the reward) only. Use checkpoint_monitor="
-            "'val_loss' or 'val_reward', or strategy 'default'."
-        )
     reinforce = sequence_objective(config)
     if monitor == "val_reward" and reinforce is None:
         raise ValueError(

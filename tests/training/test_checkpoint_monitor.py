@@ -175,17 +175,6 @@ def test_training_picks_the_epoch_of_highest_validation_accuracy(corpus, tmp_pat
     assert not same(epoch_checkpoint_name(1), "model.keras")
 
 
-def test_distributed_training_refuses_an_accuracy_monitor(corpus, tmp_path):
-    data, vocabulary = corpus
-    out = new_run_folder(str(tmp_path / "run"), vocabulary)
-    result = run(train_command("flat", data, out, epochs=1, steps_per_epoch=1,
-                               overrides=("checkpoint_monitor=val_accuracy",),
-                               strategy="mirrored"))
-    assert result.returncode != 0
-    assert "needs the default strategy" in result.stderr
-    assert not os.path.exists(os.path.join(out, "model.keras"))
-
-
 def test_sequence_level_training_logs_rewards_and_keeps_the_best_reward(corpus, tmp_path):
     data, vocabulary = corpus
     out = new_run_folder(str(tmp_path / "run"), vocabulary)

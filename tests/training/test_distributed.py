@@ -92,25 +92,44 @@ def one_device_and_mirrored(corpus):
     runs = []
     for strategy in ("default", "mirrored"):
         out = new_run_folder(folder / f"{RECIPE}-{strategy}", vocabulary)
-        runs.append([strategy, out, os.path.join(out, "final.weights.h5"), _overrides()])
+        runs.append([strategy, out, os.path.join(out, "final.weights.h5"),
+                     _overrides() + ["checkpoint_monitor=val_accuracy"]])
     summaries = _train(2, RECIPE, data, runs)
     return {
-        run_[0]: (summary, saved_weights(run_[2]))
+        run_[0]: (summary, saved_weights(run_[2]), run_[1])
         for run_, summary in zip(runs, summaries)
     }
 
 
 def test_mirrored_over_two_cpus_matches_one_device(one_device_and_mirrored):
-    (single, single_weights) = one_device_and_mirrored["default"]
-    (mirrored, mirrored_weights) = one_device_and_mirrored["mirrored"]
+    (single, single_weights, _) = one_device_and_mirrored["default"]
+    (mirrored, mirrored_weights, _) = one_device_and_mirrored["mirrored"]
     assert single["replicas"] == 1 and mirrored["replicas"] == 2
     assert single["steps"] == mirrored["steps"] == EPOCHS * STEPS_PER_EPOCH
     difference = max_difference(single_weights, mirrored_weights)
     print(f"max |mirrored - default| = {difference:.3g}")
     assert difference < TOLERANCE
-    np.testing.assert_allclose(
-        mirrored["history"]["loss"], single["history"]["loss"], rtol=1e-4
-    )
+    # The loop logs what `fit` logs: the loss and the compiled metrics
+    # (token accuracy), on the training steps and the validation batches.
+    assert sorted(mirrored["history"]) == sorted(single["history"])
+    for key in ("loss", "val_loss", "accuracy", "val_accuracy"):
+        np.testing.assert_allclose(mirrored["history"][key], single["history"][key], rtol=1e-4,
+                                   err_msg=key)
+
+
+def test_mirrored_keeps_the_best_accuracy_as_fit_does(one_device_and_mirrored):
+    """checkpoint_monitor=val_accuracy (both runs): best.json names the
+    epoch of the highest val_accuracy in the run's own history, the same
+    epoch as the one-device run's."""
+    best = {}
+    for strategy in ("default", "mirrored"):
+        summary, out = one_device_and_mirrored[strategy][0], one_device_and_mirrored[strategy][2]
+        with open(os.path.join(out, "best.json")) as file:
+            best[strategy] = json.load(file)
+        accuracies = summary["history"]["val_accuracy"]
+        assert best[strategy]["monitor"] == "val_accuracy"
+        assert best[strategy]["epoch"] == accuracies.index(max(accuracies)) + 1
+    assert best["mirrored"]["epoch"] == best["default"]["epoch"]
 
 
 # Sequence-level training (REINFORCE) over one step: the replicas draw the
@@ -200,7 +219,7 @@ def test_multi_worker_matches_one_device(corpus, request, tmp_path):
     assert [e["step"] for e in epochs] == [STEPS_PER_EPOCH * (i + 1) for i in range(EPOCHS)]
     assert all(np.isfinite(e["loss"]) and np.isfinite(e["val_loss"]) for e in epochs)
     if MULTI_WORKER_RECIPE == RECIPE:
-        single, single_weights = request.getfixturevalue("one_device_and_mirrored")["default"]
+        single, single_weights, _ = request.getfixturevalue("one_device_and_mirrored")["default"]
     else:
         data, vocabulary, _ = corpus
         reference = new_run_folder(tmp_path / f"{MULTI_WORKER_RECIPE}-default", vocabulary)
