@@ -41,14 +41,16 @@ def load_run(run, checkpoint="last"):
             "best" (best.keras, the lowest validation loss or the run's
             checkpoint_monitor), "epoch-N" (epoch N's weights) or
             "epochs-A-B" (the mean of the weights of epochs A to B), where
-            epochs are kept by `keep_epoch_checkpoints=True`; see
+            epochs are kept by `keep_epoch_checkpoints=True`, or such
+            names joined by "+": a `SummarizerEnsemble` of those
+            checkpoints (e.g. "epoch-9+epoch-13"); see
             `keras_hsum.training.checkpoints`.
 
     Raises:
         ValueError: the folder lacks config.json / the checkpoint /
             vocabulary.model, names an unknown recipe, or `checkpoint` is
-            none of "last", "best", a kept "epoch-N" and a kept range
-            "epochs-A-B".
+            none of "last", "best", a kept "epoch-N", a kept range
+            "epochs-A-B" and an ensemble of them.
     """
     import keras_hsum.models  # noqa: F401 - registers the model classes
     import recipes
@@ -56,7 +58,7 @@ def load_run(run, checkpoint="last"):
     from keras_hsum.training.checkpoints import checkpoint_files
     from keras_hsum.training.checkpoints import load_checkpoint_model
 
-    weights = checkpoint_files(run, checkpoint)
+    weights = list(dict.fromkeys(checkpoint_files(run, checkpoint, ensemble=True)))
     run = os.fspath(run)
     missing = [
         name for name in (RUN_CONFIG, *weights, RUN_VOCABULARY)
@@ -75,7 +77,7 @@ def load_run(run, checkpoint="last"):
     name = resolved.get("recipe")
     recipe = recipes.get(name)
     config = recipe.Config(**resolved.get("config", {}))
-    model = load_checkpoint_model(run, checkpoint)
+    model = load_checkpoint_model(run, checkpoint, ensemble=True)
     vocabulary = Vocabulary.load(os.path.join(run, RUN_VOCABULARY))
     return name, recipe, config, model, vocabulary
 
@@ -147,7 +149,10 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
         jit_compile: XLA-compile the encoder and search.
         checkpoint: "last" (model.keras), "best" (best.keras, the lowest
             validation loss), "epoch-N" (a kept epoch's) or "epochs-A-B"
-            (the mean of kept epochs A to B) weights of `run`.
+            (the mean of kept epochs A to B) weights of `run`, or such
+            names joined by "+" ("epoch-9+epoch-13"): an ensemble that
+            decodes with the mean of their next-token distributions
+            (`keras_hsum.models.SummarizerEnsemble`).
         mbr: serve the beam's hypothesis of highest expected ROUGE-1/2
             against the others (`SearchOptions.mbr`; needs beam_size >= 2).
         sampling: None (beam search), or a dict of `Sampling`'s settings
@@ -165,6 +170,14 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
     structurer, options = build_structurer(recipe, name, config, vocabulary)
     predictor = None
     if predictor_run is not None:
+        from keras_hsum.models import SummarizerEnsemble
+
+        if isinstance(model, SummarizerEnsemble):
+            raise ValueError(
+                f"--predictor-run predicts the attention of one PHT model; --checkpoint "
+                f"{checkpoint!r} is an ensemble of {len(model.members)}. Export one "
+                "checkpoint (or their mean, epochs-A-B) with the predictor."
+            )
         predictor_name, _, _, predictor, _ = load_run(predictor_run)
         if predictor_name != "pht_predictor" or name != "pht":
             raise ValueError(
@@ -425,7 +438,8 @@ def add_parsers(subparsers):
         "validation loss or checkpoint_monitor (best: best.keras), epoch N's "
         "(epoch-N: epochs/epoch-NNN.keras) or the mean of epochs A to B's "
         "(epochs-A-B: checkpoint averaging); epochs are kept by "
-        "keep_epoch_checkpoints=true",
+        "keep_epoch_checkpoints=true. Names joined by '+' (epoch-9+epoch-13) "
+        "serve an ensemble: the mean of their next-token distributions",
     )
     export.add_argument("--beam-size", type=int, default=5, help="K (1: greedy)")
     export.add_argument(

@@ -12,6 +12,7 @@ decoding uses `encode` / `initial_cache` / `step` (see
 | `ExtractiveAbstractive`, `SEAL`, `CompressiveAbstractive` | Zhao, Saleh & Liu (SEAL) |
 | `DiscourseSummarizer` | Cohan et al. 2018 |
 | `SHTE` | González et al. 2020 |
+| `SummarizerEnsemble` | decodes several summarizers as one (ensemble decoding) |
 """
 
 from keras_hsum.models.attention_predictor import AttentionPredictor
@@ -19,6 +20,7 @@ from keras_hsum.models.attention_predictor import ParagraphAttentionMSE
 from keras_hsum.models.attention_predictor import attention_labels
 from keras_hsum.models.compressive_abstractive import CompressiveAbstractive
 from keras_hsum.models.discourse_summarizer import DiscourseSummarizer
+from keras_hsum.models.ensemble import SummarizerEnsemble
 from keras_hsum.models.flat_transformer import FlatTransformer
 from keras_hsum.models.hierarchical_transformer import HierarchicalTransformer
 from keras_hsum.models.losses import LabelSmoothedCrossEntropy
@@ -52,6 +54,7 @@ __all__ = [
     "SEAL",
     "SHTE",
     "Summarizer",
+    "SummarizerEnsemble",
     "TransformerSummaryDecoder",
     "attention_labels",
     "rerank_paragraphs",

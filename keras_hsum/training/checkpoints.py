@@ -12,7 +12,12 @@ and `keras-hsum train --init-checkpoint` name them the same way:
   to B (both included): checkpoint averaging (Vaswani et al. 2017, §6.1,
   averaged the last 5 or 20 checkpoints of a run). Every epoch in the range
   must have been kept. Weights that are not floating point (none in the
-  library's models; e.g. a seed state) keep epoch B's values.
+  library's models; e.g. a seed state) keep epoch B's values;
+- "A+B+...": an ensemble of the checkpoints A, B, ... (each one of the
+  names above), decoded as one `keras_hsum.models.SummarizerEnsemble` (the
+  mean of their next-token distributions), e.g. the snapshot ensemble
+  "epoch-9+epoch-13+epoch-15". For export only (`ensemble=True`): an
+  ensemble is not one set of weights to warm-start from.
 """
 
 import os
@@ -26,6 +31,7 @@ RUN_CHECKPOINTS = {"last": "model.keras", "best": "best.keras"}
 
 _EPOCH = re.compile(r"epoch-([0-9]+)")
 _EPOCHS = re.compile(r"epochs-([0-9]+)-([0-9]+)")
+ENSEMBLE_SEPARATOR = "+"
 
 
 def epoch_checkpoint_name(epoch):
@@ -44,46 +50,66 @@ def kept_epochs(run):
                   and name[len("epoch-"):-len(".keras")].isdigit())
 
 
-def check_checkpoint_name(checkpoint, flag="--checkpoint"):
+def ensemble_members(checkpoint):
+    """The checkpoint names of the ensemble "A+B+..." (["A", "B", ...]);
+    `[checkpoint]` for a single name."""
+    return str(checkpoint).split(ENSEMBLE_SEPARATOR)
+
+
+def check_checkpoint_name(checkpoint, flag="--checkpoint", ensemble=False):
     """Raises ValueError unless `checkpoint` is "last", "best", "epoch-N"
-    (N >= 1) or "epochs-A-B" (1 <= A <= B); `flag` names the option in the
+    (N >= 1) or "epochs-A-B" (1 <= A <= B), or, with `ensemble=True`, such
+    names joined by "+" (an ensemble); `flag` names the option in the
     message. Reads no folder."""
-    name = str(checkpoint)
-    epoch = _EPOCH.fullmatch(name)
-    epochs = _EPOCHS.fullmatch(name)
-    if name in RUN_CHECKPOINTS or (epoch and int(epoch.group(1)) >= 1) or (
-        epochs and 1 <= int(epochs.group(1)) <= int(epochs.group(2))
-    ):
-        return
-    raise ValueError(
-        f"{flag} must be one of {sorted(RUN_CHECKPOINTS)}, 'epoch-N' (N >= 1: "
-        "epoch N's weights) or 'epochs-A-B' (1 <= A <= B: the mean of the weights "
-        "of epochs A to B), where epochs are kept by keep_epoch_checkpoints=True; "
-        f"received {checkpoint!r}."
-    )
+    members = ensemble_members(checkpoint)
+    if len(members) > 1 and not ensemble:
+        raise ValueError(
+            f"{flag} names one set of weights; {checkpoint!r} is an ensemble of "
+            f"{len(members)} checkpoints, which only `keras-hsum export --checkpoint` "
+            "serves. Pick one of them, or their mean ('epochs-A-B')."
+        )
+    for name in members:
+        epoch = _EPOCH.fullmatch(name)
+        epochs = _EPOCHS.fullmatch(name)
+        if not (name in RUN_CHECKPOINTS or (epoch and int(epoch.group(1)) >= 1) or (
+            epochs and 1 <= int(epochs.group(1)) <= int(epochs.group(2))
+        )):
+            raise ValueError(
+                f"{flag} must be one of {sorted(RUN_CHECKPOINTS)}, 'epoch-N' (N >= 1: "
+                "epoch N's weights) or 'epochs-A-B' (1 <= A <= B: the mean of the weights "
+                "of epochs A to B), where epochs are kept by keep_epoch_checkpoints=True"
+                + ("; or such names joined by '+' (an ensemble, e.g. "
+                   "'epoch-9+epoch-13')" if ensemble else "")
+                + f"; received {checkpoint!r}"
+                + (f" (its part {name!r})" if len(members) > 1 else "") + "."
+            )
 
 
-def checkpoint_files(run, checkpoint, flag="--checkpoint"):
+def checkpoint_files(run, checkpoint, flag="--checkpoint", ensemble=False):
     """The weights files, relative to the run folder `run`, that
-    `checkpoint` names (see the module docstring): one file, or the kept
-    epochs A to B's for "epochs-A-B".
+    `checkpoint` names (see the module docstring): one file, the kept
+    epochs A to B's for "epochs-A-B", and every member's, in order, for an
+    ensemble (`ensemble=True`).
 
     Raises:
         ValueError: for another name (`check_checkpoint_name`), or an epoch
             the run did not keep (the message lists the epochs it kept).
             "last" and "best" are not checked for existence here.
     """
-    check_checkpoint_name(checkpoint, flag)
-    name = str(checkpoint)
-    if name in RUN_CHECKPOINTS:
-        return [RUN_CHECKPOINTS[name]]
-    epochs = _EPOCHS.fullmatch(name)
-    if epochs:
-        wanted = range(int(epochs.group(1)), int(epochs.group(2)) + 1)
-    else:
-        wanted = [int(_EPOCH.fullmatch(name).group(1))]
-    files = [epoch_checkpoint_name(epoch) for epoch in wanted]
-    missing = [f for f in files if not os.path.isfile(os.path.join(os.fspath(run), f))]
+    check_checkpoint_name(checkpoint, flag, ensemble=ensemble)
+    files = []
+    for name in ensemble_members(checkpoint):
+        if name in RUN_CHECKPOINTS:
+            files.append(RUN_CHECKPOINTS[name])
+            continue
+        epochs = _EPOCHS.fullmatch(name)
+        if epochs:
+            wanted = range(int(epochs.group(1)), int(epochs.group(2)) + 1)
+        else:
+            wanted = [int(_EPOCH.fullmatch(name).group(1))]
+        files += [epoch_checkpoint_name(epoch) for epoch in wanted]
+    missing = [f for f in files if f not in RUN_CHECKPOINTS.values()
+               and not os.path.isfile(os.path.join(os.fspath(run), f))]
     if missing:
         kept = kept_epochs(run)
         raise ValueError(
@@ -147,15 +173,27 @@ def load_checkpoint_weights(model, run, checkpoint, flag="--checkpoint"):
         load_averaged_weights(model, paths)
 
 
-def load_checkpoint_model(run, checkpoint, flag="--checkpoint", compile=False):
+def load_checkpoint_model(run, checkpoint, flag="--checkpoint", compile=False,
+                          ensemble=False):
     """The Keras model saved in the run folder `run`, with the weights that
     `checkpoint` names (averaged for "epochs-A-B"; the architecture, and
-    any non-float weight, from the last file).
+    any non-float weight, from the last file). With `ensemble=True`, an
+    ensemble name "A+B+..." gives a `keras_hsum.models.SummarizerEnsemble`
+    of those checkpoints' models (uniform weights).
 
     Raises:
         ValueError: see `checkpoint_files`; also when a named file is
             missing.
     """
+    members = ensemble_members(checkpoint)
+    if len(members) > 1:
+        check_checkpoint_name(checkpoint, flag, ensemble=ensemble)
+        from keras_hsum.models.ensemble import SummarizerEnsemble
+
+        return SummarizerEnsemble(
+            [load_checkpoint_model(run, name, flag, compile=compile) for name in members],
+            name="summarizer_ensemble",
+        )
     paths = _checkpoint_paths(run, checkpoint, flag)
     model = keras.models.load_model(paths[-1], compile=compile)
     if len(paths) > 1:

@@ -370,6 +370,79 @@ def test_load_run_reads_a_kept_epoch_when_asked(tmp_path, pht_run, capsys):
     assert "1 <= A <= B" in capsys.readouterr().err
 
 
+def test_export_of_an_ensemble_serves_the_mixture(tmp_path, vocabulary, real_examples,
+                                                  pht_run, capsys):
+    """`--checkpoint epoch-1+epoch-2`: the SavedModel, run in a fresh
+    process, serves what Python's beam search of the SummarizerEnsemble of
+    the two checkpoints decodes, and that differs from each alone."""
+    import keras
+    import tensorflow as tf
+
+    import recipes
+    from keras_hsum.export.preprocessing import TextStructurer
+    from keras_hsum.export.serving import SearchOptions
+    from keras_hsum.models import SummarizerEnsemble
+    from tests.export.test_serving import documents_of
+    from tests.export.test_serving import padded
+
+    config = recipes.config("flat", "tiny").replace(
+        hidden_dim=32, intermediate_dim=64, num_encoder_layers=1,
+        num_decoder_layers=1, max_source_length=96, max_target_length=13,
+    )
+    structurer = TextStructurer(vocabulary.proto, **recipes.get("flat").structure_options(config))
+    documents = padded([documents_of(e) for e in real_examples("scitldr_a", "val")[:2]])
+    features = structurer(tf.constant(documents))
+    numeric = {k: v for k, v in features.items() if v.dtype != tf.string}
+    run = tmp_path / "run"
+    model = write_run(run, "flat", config, vocabulary,
+                      {**numeric, "decoder_tokens": tf.zeros([2, 3], tf.int32)})
+    (run / "epochs").mkdir()
+    members = []
+    for epoch in (1, 2):
+        keras.utils.set_random_seed(10 + epoch)
+        member = recipes.get("flat").build_model(config, vocabulary.vocabulary_size)
+        member({**numeric, "decoder_tokens": tf.zeros([2, 3], tf.int32)})
+        member.save(run / "epochs" / f"epoch-00{epoch}.keras")
+        members.append(member)
+    # The exported search: length normalisation, no blocking (--allow-unknown).
+    options = SearchOptions(beam_size=2, max_length=12)
+    search = tf.function(lambda m, x: options(m, x))
+    expected = search(SummarizerEnsemble(members), numeric)["sequences"][:, 0].numpy()
+    for member in members:
+        assert not np.array_equal(search(member, numeric)["sequences"][:, 0].numpy(), expected)
+
+    out = tmp_path / "saved_models" / "flat"
+    assert run_command("export", "--run", run, "--out", out, "--beam-size", "2",
+                       "--max-length", "12", "--allow-unknown",
+                       "--checkpoint", "epoch-1+epoch-2") == 0
+    from keras_hsum.export.serving import read_metadata
+
+    metadata = read_metadata(out / "1")
+    assert metadata["checkpoint"] == "epoch-1+epoch-2"
+    assert metadata["model_class"] == "SummarizerEnsemble"
+    [served], leaked = _run_subprocess_runner(
+        out / "1", [{"signature": "serving_default", "inputs": {"documents": documents}}],
+        tmp_path,
+    )
+    assert leaked == [] and "__error__" not in served
+    np.testing.assert_array_equal(served["summary_ids"][:, :expected.shape[1]], expected)
+    del model
+
+    # Errors: a missing member names the kept epochs; a predictor (one
+    # PHT's attention) refuses an ensemble.
+    assert run_command("export", "--run", run, "--out", out,
+                       "--checkpoint", "epoch-1+epoch-3") == 1
+    assert "no epochs/epoch-003.keras" in capsys.readouterr().err
+    pht = tmp_path / "pht"
+    import shutil
+
+    shutil.copytree(pht_run, pht)
+    (pht / "best.keras").write_bytes((pht / "model.keras").read_bytes())
+    assert run_command("export", "--run", pht, "--out", tmp_path / "p",
+                       "--checkpoint", "last+best", "--predictor-run", pht) == 1
+    assert "ensemble of 2" in capsys.readouterr().err
+
+
 def test_explain_without_matplotlib_says_how_to_install(monkeypatch):
     import builtins
 

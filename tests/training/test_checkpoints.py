@@ -7,6 +7,7 @@ grammar the module documents.
 """
 
 import os
+import re
 
 import keras
 import numpy as np
@@ -94,6 +95,23 @@ def test_checkpoint_names_refused_with_the_grammar(name):
         check_checkpoint_name(name, "--init-checkpoint")
 
 
+@pytest.mark.parametrize("name", ["last+best", "epoch-9+epoch-13+epoch-15",
+                                  "epochs-1-3+epoch-7", "epoch-2+epoch-2"])
+def test_ensemble_names_for_export_only(name):
+    check_checkpoint_name(name, ensemble=True)
+    with pytest.raises(ValueError, match=r"--init-checkpoint names one set of weights; .* is "
+                                         r"an ensemble of \d checkpoints"):
+        check_checkpoint_name(name, "--init-checkpoint")
+
+
+@pytest.mark.parametrize("name", ["last+", "+best", "epoch-1++epoch-2", "epoch-1+first",
+                                  "epoch-0+epoch-1"])
+def test_ensemble_names_refused_with_the_grammar(name):
+    with pytest.raises(ValueError, match=r"joined by '\+' .* received " + re.escape(repr(name))
+                                         + r" \(its part "):
+        check_checkpoint_name(name, ensemble=True)
+
+
 def test_checkpoint_files_of_a_run_folder(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
@@ -111,6 +129,12 @@ def test_checkpoint_files_of_a_run_folder(tmp_path):
     with pytest.raises(ValueError, match=r"no epochs/epoch-004.keras for --checkpoint "
                                          r"epochs-2-5; it kept epochs \[1, 2, 3, 5\]"):
         checkpoint_files(run, "epochs-2-5")
+    # An ensemble: every member's files, in order.
+    assert checkpoint_files(run, "epoch-5+epochs-1-2+last", ensemble=True) == [
+        epoch_checkpoint_name(5), epoch_checkpoint_name(1), epoch_checkpoint_name(2),
+        "model.keras"]
+    with pytest.raises(ValueError, match=r"no epochs/epoch-004.keras .*kept epochs"):
+        checkpoint_files(run, "epoch-1+epoch-4", ensemble=True)
 
 
 def test_load_checkpoint_weights_reads_a_kept_range(tmp_path):
