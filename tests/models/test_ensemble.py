@@ -141,8 +141,10 @@ def test_aux_is_the_weighted_mean():
 
 
 def test_save_reload(tmp_path):
+    """Members of one name (checkpoints of one run load so) save apart."""
     features = inputs()
-    ensemble = SummarizerEnsemble([built(flat(0), features), built(flat(1), features)],
+    ensemble = SummarizerEnsemble([built(flat(0, name="flat"), features),
+                                   built(flat(1, name="flat"), features)],
                                   member_weights=[1, 3])
     restored = assert_save_reload(ensemble, features, tmp_path)
     assert isinstance(restored, SummarizerEnsemble)
