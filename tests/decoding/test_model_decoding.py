@@ -260,3 +260,34 @@ def test_seal_reselects_inside_the_loop():
         np.testing.assert_array_equal(numpy(aux["selected_ids"]),
                                       numpy(greedy["aux"]["selected_ids"])[:, 0, index])
         ids = tokens[:, index]
+
+
+@pytest.mark.parametrize("family", ["pht", "discourse", "seal"])
+def test_ensemble_of_copies_decodes_as_the_model(family):
+    """A `SummarizerEnsemble` of one model three times carries each member's
+    cache through the search (PHT's paragraph memory, the discourse model's
+    LSTM state and extended vocabulary, SEAL's in-loop re-selection) and
+    decodes exactly what the model alone decodes, aux included."""
+    from keras_hsum.models import SummarizerEnsemble
+
+    inputs = paragraph_inputs(paragraphs=5, length=4)
+    if family == "pht":
+        model = pht_model()
+    elif family == "discourse":
+        keras.utils.set_random_seed(3)
+        model = DiscourseSummarizer(vocabulary_size=V, hidden_dim=8, embedding_dim=6, num_oov=3)
+    else:
+        keras.utils.set_random_seed(4)
+        model = SEAL(vocabulary_size=V, hidden_dim=16, num_heads=2, intermediate_dim=32,
+                     num_encoder_layers=1, num_decoder_layers=1, dropout=0.0,
+                     num_scorer_layers=1, extract_length=4, segment_length=3)
+    built(model, inputs)
+    alone = beam_search(model, inputs, beam_size=2, max_length=6, min_length=6)
+    out = beam_search(SummarizerEnsemble([model] * 3), inputs, beam_size=2, max_length=6,
+                      min_length=6)
+    np.testing.assert_array_equal(numpy(out["sequences"]), numpy(alone["sequences"]))
+    np.testing.assert_allclose(numpy(out["scores"]), numpy(alone["scores"]), atol=1e-4)
+    assert sorted(out["aux"]) == sorted(alone["aux"])
+    for name in alone["aux"]:
+        np.testing.assert_allclose(numpy(out["aux"][name]), numpy(alone["aux"][name]),
+                                   atol=1e-5, err_msg=name)
