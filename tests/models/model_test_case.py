@@ -34,6 +34,19 @@ def _tree_map(fn, tree):
     return fn(tree)
 
 
+def random_flat_inputs(seed=0, batch=2, source=9, target=6, vocabulary=60):
+    """Random flat-family features: int `tokens` [B,N] (row 1 padded from
+    N/2), `token_mask`, and `decoder_tokens` [B,S] (BOS first, row 1 padded
+    at its last 2 positions)."""
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(4, vocabulary, (batch, source)).astype("int32")
+    tokens[1, source // 2:] = 0
+    decoder = rng.integers(4, vocabulary, (batch, target)).astype("int32")
+    decoder[:, 0] = 2
+    decoder[1, target - 2:] = 0
+    return {"tokens": tokens, "token_mask": tokens != 0, "decoder_tokens": decoder}
+
+
 def real_positions(inputs, pad_id=0):
     """bool [B,S]: real decoder positions (padding after the target is not
     decoded, so only these must agree)."""

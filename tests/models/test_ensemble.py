@@ -14,6 +14,7 @@ from model_test_case import assert_save_reload
 from model_test_case import assert_step_matches_call
 from model_test_case import assert_step_matches_call_in_graph
 from model_test_case import decode_teacher_forced
+from model_test_case import random_flat_inputs
 from model_test_case import to_numpy
 
 V = 40
@@ -27,14 +28,8 @@ def flat(seed, **overrides):
     return FlatTransformer(**options)
 
 
-def inputs(seed=0, batch=2, source=9, target=7):
-    rng = np.random.default_rng(seed)
-    tokens = rng.integers(4, V, (batch, source)).astype("int32")
-    tokens[1, source // 2:] = 0
-    decoder = rng.integers(4, V, (batch, target)).astype("int32")
-    decoder[:, 0] = 2
-    decoder[1, target - 2:] = 0
-    return {"tokens": tokens, "token_mask": tokens != 0, "decoder_tokens": decoder}
+def inputs(seed=0):
+    return random_flat_inputs(seed, target=7, vocabulary=V)
 
 
 def numpy_mixture(log_probs, weights):

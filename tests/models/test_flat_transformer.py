@@ -11,6 +11,7 @@ from model_test_case import assert_step_matches_call_in_graph
 from model_test_case import assert_token_shift_contract
 from model_test_case import held_out_accuracy
 from model_test_case import memorize
+from model_test_case import random_flat_inputs
 from model_test_case import real_batch
 from model_test_case import set_token_shift_kernel
 from model_test_case import span_accuracy_by_shift
@@ -24,13 +25,7 @@ def small_model(**overrides):
 
 
 def random_inputs(seed=0, batch=2, source=9, target=6, vocabulary=60):
-    rng = np.random.default_rng(seed)
-    tokens = rng.integers(4, vocabulary, (batch, source)).astype("int32")
-    tokens[1, source // 2:] = 0
-    decoder = rng.integers(4, vocabulary, (batch, target)).astype("int32")
-    decoder[:, 0] = 2
-    decoder[1, target - 2:] = 0
-    return {"tokens": tokens, "token_mask": tokens != 0, "decoder_tokens": decoder}
+    return random_flat_inputs(seed, batch, source, target, vocabulary)
 
 
 def test_step_equals_teacher_forcing():
