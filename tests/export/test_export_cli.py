@@ -381,6 +381,7 @@ def test_export_of_an_ensemble_serves_the_mixture(tmp_path, vocabulary, real_exa
     import recipes
     from keras_hsum.export.preprocessing import TextStructurer
     from keras_hsum.export.serving import SearchOptions
+    from keras_hsum.export.serving import read_metadata
     from keras_hsum.models import SummarizerEnsemble
     from tests.export.test_serving import documents_of
     from tests.export.test_serving import padded
@@ -394,8 +395,8 @@ def test_export_of_an_ensemble_serves_the_mixture(tmp_path, vocabulary, real_exa
     features = structurer(tf.constant(documents))
     numeric = {k: v for k, v in features.items() if v.dtype != tf.string}
     run = tmp_path / "run"
-    model = write_run(run, "flat", config, vocabulary,
-                      {**numeric, "decoder_tokens": tf.zeros([2, 3], tf.int32)})
+    write_run(run, "flat", config, vocabulary,
+              {**numeric, "decoder_tokens": tf.zeros([2, 3], tf.int32)})
     (run / "epochs").mkdir()
     members = []
     for epoch in (1, 2):
@@ -415,8 +416,6 @@ def test_export_of_an_ensemble_serves_the_mixture(tmp_path, vocabulary, real_exa
     assert run_command("export", "--run", run, "--out", out, "--beam-size", "2",
                        "--max-length", "12", "--allow-unknown",
                        "--checkpoint", "epoch-1+epoch-2") == 0
-    from keras_hsum.export.serving import read_metadata
-
     metadata = read_metadata(out / "1")
     assert metadata["checkpoint"] == "epoch-1+epoch-2"
     assert metadata["model_class"] == "SummarizerEnsemble"
@@ -426,16 +425,15 @@ def test_export_of_an_ensemble_serves_the_mixture(tmp_path, vocabulary, real_exa
     )
     assert leaked == [] and "__error__" not in served
     np.testing.assert_array_equal(served["summary_ids"][:, :expected.shape[1]], expected)
-    del model
 
     # Errors: a missing member names the kept epochs; a predictor (one
     # PHT's attention) refuses an ensemble.
     assert run_command("export", "--run", run, "--out", out,
                        "--checkpoint", "epoch-1+epoch-3") == 1
     assert "no epochs/epoch-003.keras" in capsys.readouterr().err
-    pht = tmp_path / "pht"
     import shutil
 
+    pht = tmp_path / "pht"
     shutil.copytree(pht_run, pht)
     (pht / "best.keras").write_bytes((pht / "model.keras").read_bytes())
     assert run_command("export", "--run", pht, "--out", tmp_path / "p",
