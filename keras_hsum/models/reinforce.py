@@ -44,7 +44,10 @@ from the uniforms of its own rows of the global batch (`hashed_uniforms`'
 `first_row`), so the replicas draw what one device draws, and its L_RL is
 divided by the number of replicas, as Keras divides the compiled loss, so
 that the replicas' losses and gradients sum to those of the global batch
-(`keras-hsum train --strategy mirrored|multi_worker`).
+(`keras-hsum train --strategy mirrored|multi_worker`). The model learns its
+replica from `Summarizer.replica_placement`, which the trainer sets to
+`keras_hsum.training.replica_placement`; a custom tf.distribute loop sets
+it the same way.
 
 Use: `model.sequence_objective = ReinforceObjective(weight=0.99)` on a
 compiled `Summarizer`; its `compute_loss` then adds the term while

@@ -73,6 +73,20 @@ class Summarizer(keras.Model):
             if locked:
                 self._tracker.lock()
 
+    @property
+    def replica_placement(self):
+        """A callable returning `(replica id, replicas in sync)` of the
+        replica context `compute_loss` runs in, which places a
+        `sequence_objective`'s draws and scales its term under a
+        distribution strategy. Default `single_replica`, `(0, 1)`; the
+        TensorFlow trainer sets `keras_hsum.training.replica_placement`
+        (tf.distribute). Not part of the config."""
+        return self.__dict__.get("_replica_placement", single_replica)
+
+    @replica_placement.setter
+    def replica_placement(self, placement):
+        self.__dict__["_replica_placement"] = placement
+
     def __init__(self, pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID, **kwargs):
         super().__init__(**kwargs)
         self.pad_id = pad_id
@@ -131,7 +145,7 @@ class Summarizer(keras.Model):
         # in the progress bar and the history.
         tracker = getattr(self, "reward_tracker", None)
         if training:
-            replica, replicas = replica_placement()
+            replica, replicas = self.replica_placement()
             # Under a tf.distribute strategy this batch is one replica's
             # slice (equal slices, in replica order) of the global batch:
             # its draws are those one device makes for the same rows, and
@@ -165,18 +179,9 @@ class Summarizer(keras.Model):
         return config
 
 
-def replica_placement():
-    """`(replica id, replicas in sync)` of the tf.distribute replica context
-    this runs in: `(0, 1)` on one device, under another backend, or in a
-    cross-replica context."""
-    if keras.backend.backend() != "tensorflow":
-        return 0, 1
-    import tensorflow as tf
-
-    context = tf.distribute.get_replica_context()
-    if context is None:  # cross-replica: the whole batch
-        return 0, 1
-    return context.replica_id_in_sync_group, context.num_replicas_in_sync
+def single_replica():
+    """`(replica id, replicas in sync)` on one device: `(0, 1)`."""
+    return 0, 1
 
 
 def _draw_stream(model):

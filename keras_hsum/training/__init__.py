@@ -8,6 +8,7 @@ from keras_hsum.training.callbacks import TrainingBackup
 from keras_hsum.training.schedules import NoamSchedule
 from keras_hsum.training.trainer import TrainResult
 from keras_hsum.training.trainer import make_strategy
+from keras_hsum.training.trainer import replica_placement
 from keras_hsum.training.trainer import resolve_data
 from keras_hsum.training.trainer import train
 
@@ -19,6 +20,7 @@ __all__ = [
     "TrainResult",
     "TrainingBackup",
     "make_strategy",
+    "replica_placement",
     "resolve_data",
     "train",
 ]

@@ -333,6 +333,17 @@ def sequence_objective(config):
     )
 
 
+def replica_placement():
+    """`(replica id, replicas in sync)` of the tf.distribute replica context
+    this runs in: `(0, 1)` on one device or in a cross-replica context.
+    `build_compiled_model` gives it to models with a sequence objective
+    (`Summarizer.replica_placement`)."""
+    context = tf.distribute.get_replica_context()
+    if context is None:  # cross-replica: the whole batch
+        return 0, 1
+    return context.replica_id_in_sync_group, context.num_replicas_in_sync
+
+
 def build_compiled_model(recipe, config, vocabulary_size, sample_inputs):
     """Builds the recipe's model (with the config's `sequence_objective`),
     runs it once on `sample_inputs` (so that every weight exists before a
@@ -340,6 +351,8 @@ def build_compiled_model(recipe, config, vocabulary_size, sample_inputs):
     model = recipe.build_model(config, vocabulary_size)
     model.sequence_objective = sequence_objective(config)
     if model.sequence_objective is not None:
+        # Places the draws and scales the term per tf.distribute replica.
+        model.replica_placement = replica_placement
         # The samples' mean reward, beside the loss in the progress bar, the
         # history and TensorBoard (a metric must exist before the build).
         model.reward_tracker = keras.metrics.Mean(name="reward")
