@@ -1811,29 +1811,43 @@ def choose_epoch(name):
     return choice
 
 
+def _base_kept_epochs(name):
+    """The kept epochs of the run that RUNS[name] exports (its `base`)."""
+    from keras_hsum.training.checkpoints import kept_epochs
+
+    base = RUNS[name]["base"]
+    epochs = kept_epochs(run_folder(base))
+    if not epochs:
+        raise ValueError(f"{name}: the run folder of {base} kept no epoch's weights.")
+    return epochs
+
+
+def _choose_checkpoint(kind, name, candidates, folder_of, tie):
+    """The checkpoint name among `candidates` (of the run RUNS[name]
+    exports) whose summaries, decoded as the row serves them, have the
+    highest pooled mean of ROUGE-1 and ROUGE-2 F1 on the held-out training
+    examples (the half `<kind>_choice_part` of them; ties: the highest
+    `tie(candidate)`). Each export lives in `<kind>_choice/<folder_of(c)>`;
+    writes results/quality/<kind>_choice_<name>.json, which `checkpoint_of`
+    reads."""
+    scores = _holdout_scores(
+        [name], candidates,
+        lambda c: (os.path.join(f"{kind}_choice", folder_of(c)), {"checkpoint": c}),
+        part=RUNS[name].get(f"{kind}_choice_part"))
+    choice = max(candidates, key=lambda c: (scores[c], *tie(c)))
+    _write_choice(kind, name, [name], scores, choice)
+    return choice
+
+
 def choose_average(name):
     """The window of checkpoint averaging for RUNS[name] (an export of its
     base run's kept epochs): the mean of the last k kept epochs, for k in
-    its `average_last`, whose summaries, decoded as the row serves them,
-    have the highest pooled mean of ROUGE-1 and ROUGE-2 F1 on the held-out
-    training examples (the half `average_choice_part` of them; ties: the
-    window listed first). Writes results/quality/average_choice_<name>.json,
-    which `checkpoint_of` reads."""
-    from keras_hsum.training.checkpoints import kept_epochs
-
-    spec = RUNS[name]
-    epochs = kept_epochs(run_folder(spec["base"]))
-    if not epochs:
-        raise ValueError(f"{name}: the run folder of {spec['base']} kept no epoch's weights.")
-    last = epochs[-1]
-    windows = [f"epochs-{last - k + 1}-{last}" for k in spec["average_last"]]
-    scores = _holdout_scores(
-        [name], windows,
-        lambda window: (os.path.join("average_choice", window), {"checkpoint": window}),
-        part=spec.get("average_choice_part"))
-    choice = max(windows, key=lambda window: (scores[window], -windows.index(window)))
-    _write_choice("average", name, [name], scores, choice)
-    return choice
+    its `average_last`, chosen by `_choose_checkpoint` (ties: the window
+    listed first)."""
+    last = _base_kept_epochs(name)[-1]
+    windows = [f"epochs-{last - k + 1}-{last}" for k in RUNS[name]["average_last"]]
+    return _choose_checkpoint("average", name, windows, lambda window: window,
+                              lambda window: (-windows.index(window),))
 
 
 def ensemble_options(name):
@@ -1841,12 +1855,8 @@ def ensemble_options(name):
     among (an export of its base run's kept epochs): the last k kept
     epochs, for k in its `ensemble_last`, then the `ensemble_best` epochs of
     highest score in the base run's epoch choice (`choose_epoch`)."""
-    from keras_hsum.training.checkpoints import kept_epochs
-
     spec = RUNS[name]
-    epochs = kept_epochs(run_folder(spec["base"]))
-    if not epochs:
-        raise ValueError(f"{name}: the run folder of {spec['base']} kept no epoch's weights.")
+    epochs = _base_kept_epochs(name)
     groups = [epochs[-k:] for k in spec.get("ensemble_last", ())]
     if spec.get("ensemble_best"):
         path = os.path.join(RESULTS, f"epoch_choice_{spec['base']}.json")
@@ -1860,24 +1870,14 @@ def ensemble_options(name):
 
 
 def choose_ensemble(name):
-    """The snapshot ensemble for RUNS[name] (see `ensemble_options`) whose
-    summaries, decoded as the row serves them, have the highest pooled mean
-    of ROUGE-1 and ROUGE-2 F1 on the held-out training examples (the half
-    `ensemble_choice_part` of them; ties: the fewer members, then the option
-    listed first). Writes results/quality/ensemble_choice_<name>.json, which
-    `checkpoint_of` reads."""
-    spec = RUNS[name]
+    """The snapshot ensemble for RUNS[name] among `ensemble_options`, chosen
+    by `_choose_checkpoint` (ties: the fewer members, then the option listed
+    first)."""
     options = ensemble_options(name)
     names = list(options)
-    scores = _holdout_scores(
-        [name], names,
-        lambda checkpoint: (os.path.join("ensemble_choice", f"members-{options[checkpoint]}-"
-                                         f"{names.index(checkpoint)}"),
-                            {"checkpoint": checkpoint}),
-        part=spec.get("ensemble_choice_part"))
-    choice = max(names, key=lambda c: (scores[c], -options[c], -names.index(c)))
-    _write_choice("ensemble", name, [name], scores, choice)
-    return choice
+    return _choose_checkpoint(
+        "ensemble", name, names, lambda c: f"members-{options[c]}-{names.index(c)}",
+        lambda c: (-options[c], -names.index(c)))
 
 
 def baselines(dataset):
