@@ -89,8 +89,28 @@ def add_parser(subparsers):
     return parser
 
 
+# File stems that mark a folder as one of split files (train.jsonl.gz, ...),
+# not a folder of corpus files to read whole.
+_SPLIT_STEMS = ("train", "val", "validation", "dev", "test")
+
+
+def _jsonl_stems(folder):
+    stems = set()
+    for name in os.listdir(folder):
+        for suffix in (".jsonl.gz", ".jsonl"):
+            if name.endswith(suffix) and os.path.isfile(os.path.join(folder, name)):
+                stems.add(name[: -len(suffix)])
+    return sorted(stems)
+
+
 def resolve_data(data, split):
-    """The file or folder to read for `--data DATA --split SPLIT` (a str)."""
+    """The file or folder to read for `--data DATA --split SPLIT` (a str).
+
+    A folder holding `SPLIT.jsonl[.gz]` gives that file. A folder of split
+    files (train, val, validation, dev or test .jsonl[.gz]) without SPLIT is
+    an error naming the splits it holds, never read whole: `--split tst` must
+    not score every split. Any other folder is read whole (a folder of
+    corpus files)."""
     if os.path.isfile(data):
         return data
     if os.path.isdir(data):
@@ -98,6 +118,12 @@ def resolve_data(data, split):
             candidate = os.path.join(data, name)
             if os.path.isfile(candidate):
                 return candidate
+        stems = _jsonl_stems(data)
+        if any(stem in _SPLIT_STEMS for stem in stems):
+            raise FileNotFoundError(
+                f"--data folder {data!r} holds the splits {stems} but no "
+                f"{split}.jsonl or {split}.jsonl.gz; expected --split to be one of them."
+            )
         return data
     from keras_hsum.data.corpora import DATASETS
     from keras_hsum.data.corpora import corpus_path
@@ -201,14 +227,30 @@ def run(args):
         print(f"evaluate: --batch-size must be >= 1, received {args.batch_size}.",
               file=sys.stderr)
         return 2
-    path = resolve_data(args.data, args.split)
+    try:
+        path = resolve_data(args.data, args.split)
+    except FileNotFoundError as error:
+        print(f"evaluate: error: {error}", file=sys.stderr)
+        return 2
     examples = read_examples(path)
     if args.max_examples:
         examples = itertools.islice(examples, args.max_examples)
+    try:
+        examples = list(examples)
+    except (ValueError, OSError) as error:  # InvalidExampleError is a ValueError
+        print(f"evaluate: error: {error}", file=sys.stderr)
+        return 1
+    read = len(examples)
     examples = [e for e in examples if e.sentences()]
     if not examples:
         print(f"evaluate: no example with text in {path}.", file=sys.stderr)
         return 1
+    if len(examples) < read:
+        print(
+            f"evaluate: {read - len(examples)} of {read} examples in {path} have no "
+            "source text and are not scored.",
+            file=sys.stderr,
+        )
     reports = []
     for index, model in enumerate(models):
         try:

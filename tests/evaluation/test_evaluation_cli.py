@@ -63,3 +63,50 @@ def test_data_resolution(tmp_path):
     assert cli.resolve_data(folder, "train") == sample_path("fewsum_yelp", "train")
     with pytest.raises(FileNotFoundError, match="dataset name"):
         cli.resolve_data(str(tmp_path / "missing"), "val")
+
+
+def test_unknown_split_is_an_error_not_every_split(tmp_path, capsys):
+    """A folder of split files without the asked split names the splits it
+    holds (reading the folder whole would score train and val together)."""
+    folder = os.path.dirname(sample_path("fewsum_yelp", "train"))
+    with pytest.raises(FileNotFoundError, match=r"\['train', 'val'\].*tst\.jsonl"):
+        cli.resolve_data(folder, "tst")
+    assert cli.run(_parse(["evaluate", "--baseline", "lead3", "--data", folder,
+                           "--split", "tst"])) == 2
+    assert "holds the splits ['train', 'val']" in capsys.readouterr().err
+    assert cli.run(_parse(["evaluate", "--baseline", "lead3", "--data", "fewsum_yelp",
+                           "--split", "tst"])) == 2
+    assert "'fewsum_yelp' split 'tst'" in capsys.readouterr().err
+    # A folder of corpus files (no split names) is still read whole.
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "reviews.jsonl.gz").write_bytes(
+        open(sample_path("fewsum_yelp", "val"), "rb").read())
+    assert cli.resolve_data(str(corpus), "val") == str(corpus)
+
+
+def test_invalid_lines_and_textless_examples_are_reported(tmp_path, capsys):
+    lines = gzip_lines(sample_path("fewsum_yelp", "val"))
+    data = tmp_path / "val.jsonl"
+    record = json.loads(lines[0])
+    empty = dict(record, id="no-text", documents=[])
+    data.write_text("\n".join([lines[0], json.dumps(empty), lines[1]]) + "\n")
+    out = tmp_path / "report.json"
+    assert cli.run(_parse(["evaluate", "--baseline", "lead3", "--data", str(data),
+                           "--out", str(out)])) == 0
+    assert "1 of 3 examples" in capsys.readouterr().err
+    report = json.load(open(out))
+    assert report["num_examples"] == 2
+    assert [e["id"] for e in report["examples"]] == [
+        json.loads(lines[0])["id"], json.loads(lines[1])["id"]]
+    data.write_text("\n".join([lines[0], '{"id": "broken", "documents": 3}']) + "\n")
+    assert cli.run(_parse(["evaluate", "--baseline", "lead3", "--data", str(data)])) == 1
+    err = capsys.readouterr().err
+    assert "line 2" in err and "Traceback" not in err
+
+
+def gzip_lines(path):
+    import gzip
+
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [line.strip() for line in f if line.strip()]
