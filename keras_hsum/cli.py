@@ -34,10 +34,14 @@ def _vocab(args):
 
     report = ReadReport()
     examples = read_examples(args.data, skip_invalid=True, report=report)
-    vocabulary = Vocabulary.train(
-        corpus_sentences(examples), vocabulary_size=args.size
-    )
-    vocabulary.save(args.out)
+    try:
+        vocabulary = Vocabulary.train(
+            corpus_sentences(examples), vocabulary_size=args.size
+        )
+        vocabulary.save(args.out)
+    except (OSError, ValueError, RuntimeError) as error:
+        print(f"keras-hsum vocab: error: {error}", file=sys.stderr)
+        return 1
     print(
         f"Trained a {vocabulary.vocabulary_size}-piece vocabulary on "
         f"{report.examples} examples ({report.skipped} invalid lines skipped); "
@@ -54,23 +58,27 @@ def _structure(args):
     from keras_hsum.data.reader import read_examples
     from keras_hsum.data.vocabulary import Vocabulary
 
-    vocabulary = Vocabulary.load(args.vocab)
     builder = structure.BUILDERS[args.family]
     total = structure.TruncationReport()
     read_report = ReadReport()
     rows = []
     failures = 0
-    for example in read_examples(args.data, skip_invalid=True, report=read_report):
-        try:
-            result = builder(example, vocabulary, args.max_units, args.max_tokens)
-        except ValueError as error:
-            failures += 1
-            print(f"skipped {example.id}: {error}", file=sys.stderr)
-            continue
-        total.merge(result.report)
-        rows.append(result.features["tokens"].shape[0])
-        if args.limit and len(rows) >= args.limit:
-            break
+    try:
+        vocabulary = Vocabulary.load(args.vocab)
+        for example in read_examples(args.data, skip_invalid=True, report=read_report):
+            try:
+                result = builder(example, vocabulary, args.max_units, args.max_tokens)
+            except ValueError as error:
+                failures += 1
+                print(f"skipped {example.id}: {error}", file=sys.stderr)
+                continue
+            total.merge(result.report)
+            rows.append(result.features["tokens"].shape[0])
+            if args.limit and len(rows) >= args.limit:
+                break
+    except (OSError, ValueError) as error:
+        print(f"keras-hsum structure: error: {error}", file=sys.stderr)
+        return 1
     print(
         f"{args.family}: {len(rows)} examples, rows per example "
         f"mean {np.mean(rows):.1f} max {max(rows, default=0)} (P <= {args.max_units}, "

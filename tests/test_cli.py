@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 from keras_hsum.data.corpora import sample_path
+from keras_hsum.data.corpora import sample_tokenizer_path
 from keras_hsum.data.vocabulary import Vocabulary
 
 
@@ -62,6 +63,27 @@ def test_vocab_then_structure(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "28 examples" in result.stdout and "source tokens" in result.stdout
+
+
+def test_vocab_and_structure_errors_are_one_line(tmp_path):
+    """Missing files and a corpus without text end with a one-line error
+    naming what was expected, not a traceback."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    data = sample_path("fewsum_amazon", "train")
+    cases = [
+        (("vocab", "--data", str(tmp_path / "missing"), "--out", "v.model"), "does not exist"),
+        (("vocab", "--data", str(empty), "--out", "v.model"), "no non-empty sentence"),
+        (("structure", "--data", data, "--vocab", str(tmp_path / "none.model")),
+         "No such file"),
+        (("structure", "--data", str(tmp_path / "missing"), "--vocab",
+          sample_tokenizer_path()), "does not exist"),
+    ]
+    for args, message in cases:
+        result = _run(*args, cwd=tmp_path)
+        assert result.returncode == 1, (args, result.stderr[-2000:])
+        assert message in result.stderr and "Traceback" not in result.stderr, result.stderr
+        assert f"keras-hsum {args[0]}: error:" in result.stderr
 
 
 def test_unknown_command_fails_with_usage(tmp_path):

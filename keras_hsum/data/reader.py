@@ -397,6 +397,11 @@ def read_examples(path, skip_invalid=False, unicode_errors="strict", report=None
     `read_jsonl` (a text file counts as one line).
     """
     path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(
+            f"{path!r} does not exist; expected a .jsonl, .jsonl.gz or .txt file "
+            "or a folder of them."
+        )
     if os.path.isdir(path):
         for name in sorted(os.listdir(path)):
             child = os.path.join(path, name)

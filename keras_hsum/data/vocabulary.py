@@ -23,6 +23,7 @@ gives the same ids.
 """
 
 import io
+import itertools
 import os
 
 import sentencepiece
@@ -106,8 +107,15 @@ class Vocabulary:
         """
         model = io.BytesIO()
         iterator = (s for s in sentences if s and s.strip())
+        first = next(iterator, None)
+        if first is None:
+            raise ValueError(
+                "Vocabulary.train received no non-empty sentence; expected an "
+                "iterable of str, e.g. `corpus_sentences(examples)` of a corpus "
+                "with text."
+            )
         sentencepiece.SentencePieceTrainer.train(
-            sentence_iterator=iterator,
+            sentence_iterator=itertools.chain([first], iterator),
             model_writer=model,
             model_type="unigram",
             vocab_size=vocabulary_size,

@@ -424,6 +424,12 @@ def test_read_examples_reads_a_folder_in_sorted_order(tmp_path):
         list(reader.read_examples(tmp_path / "c.md"))
 
 
+def test_read_examples_of_a_missing_path_says_it_does_not_exist(tmp_path):
+    for missing in (tmp_path / "corpus", tmp_path / "corpus.jsonl.gz"):
+        with pytest.raises(FileNotFoundError, match="does not exist; expected a .jsonl"):
+            list(reader.read_examples(missing))
+
+
 def test_read_examples_applies_unicode_errors_to_text_files(tmp_path):
     (tmp_path / "bad.txt").write_bytes(b"Bad " + INVALID_UTF8 + b"\n")
     write_lines(tmp_path / "good.jsonl", [dumps(record("g"))])

@@ -98,6 +98,12 @@ def test_training_is_deterministic(real_examples):
     assert first.vocabulary_size == 600
 
 
+def test_training_on_no_text_is_a_clear_error():
+    for sentences in ([], ["", "  \n"]):
+        with pytest.raises(ValueError, match="no non-empty sentence"):
+            Vocabulary.train(sentences, vocabulary_size=100)
+
+
 def test_small_corpus_stops_below_the_requested_size():
     vocab = Vocabulary.train(["a b c", "a b", "c a b a"] * 20, vocabulary_size=5000)
     assert 8 < vocab.vocabulary_size < 5000
