@@ -6,6 +6,7 @@ from keras_hub.layers import TransformerEncoder
 
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import masked_softmax
+from keras_hsum.models.first_call import call_without_unbuilt_warnings
 from keras_hsum.models.summarizer import decoder_padding_mask
 from keras_hsum.models.summarizer import required
 
@@ -138,6 +139,11 @@ class AttentionPredictor(keras.Model):
         self.score_dense = keras.layers.Dense(
             1, dtype=self.dtype_policy, name="score_dense"
         )
+
+    def __call__(self, *args, **kwargs):
+        # The model's input errors without Keras' "unbuilt state" warnings
+        # on a first call (keras_hsum.models.first_call).
+        return call_without_unbuilt_warnings(self, super().__call__, *args, **kwargs)
 
     def call(self, inputs, training=False):
         if not isinstance(inputs, dict):

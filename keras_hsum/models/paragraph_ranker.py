@@ -5,6 +5,7 @@ from keras import ops
 
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import large_negative
+from keras_hsum.models.first_call import call_without_unbuilt_warnings
 from keras_hsum.models.summarizer import PAD_ID
 from keras_hsum.models.summarizer import required
 
@@ -149,6 +150,11 @@ class ParagraphRanker(keras.Model):
         if paragraph_mask is not None:
             valid = ops.logical_and(valid, as_bool_mask(paragraph_mask))
         return ops.where(valid, scores, ops.zeros_like(scores))
+
+    def __call__(self, *args, **kwargs):
+        # The model's input errors without Keras' "unbuilt state" warnings
+        # on a first call (keras_hsum.models.first_call).
+        return call_without_unbuilt_warnings(self, super().__call__, *args, **kwargs)
 
     def call(self, inputs, training=False):
         tokens = ops.convert_to_tensor(required(self, inputs, "tokens", "int [B,P,T]"))

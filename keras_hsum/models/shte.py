@@ -10,6 +10,7 @@ from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import merge_masks
 from keras_hsum.layers.siamese_classifier_head import SiameseClassifierHead
 from keras_hsum.layers.siamese_classifier_head import sentence_scores
+from keras_hsum.models.first_call import call_without_unbuilt_warnings
 
 DOCUMENT_KEYS = ("tokens", "token_mask", "paragraph_mask")
 SUMMARY_KEYS = ("summary_tokens", "summary_token_mask", "summary_paragraph_mask")
@@ -207,6 +208,11 @@ class SHTE(keras.Model):
             embedded, token_mask=token_mask, training=training
         )
         return r, attention, ops.any(token_mask, axis=-1)
+
+    def __call__(self, *args, **kwargs):
+        # The model's input errors without Keras' "unbuilt state" warnings
+        # on a first call (keras_hsum.models.first_call).
+        return call_without_unbuilt_warnings(self, super().__call__, *args, **kwargs)
 
     def call(self, inputs, training=False):
         hint = (

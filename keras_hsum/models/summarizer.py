@@ -31,6 +31,7 @@ import keras
 from keras import ops
 
 from keras_hsum.layers.masking import as_bool_mask
+from keras_hsum.models.first_call import call_without_unbuilt_warnings
 from keras_hsum.models.reinforce import reference_weights
 
 PAD_ID = 0
@@ -119,11 +120,11 @@ class Summarizer(keras.Model):
             )
 
     def __call__(self, inputs, *args, **kwargs):
-        # Checked before Keras builds an unbuilt model by tracing `call`,
-        # which would catch this error and warn twice about "unbuilt state"
-        # before raising it.
+        # Checked before Keras builds an unbuilt model by tracing `call`;
+        # the model's other input errors reach the user without Keras'
+        # "unbuilt state" warnings (keras_hsum.models.first_call).
         self._check_teacher_forcing(inputs)
-        return super().__call__(inputs, *args, **kwargs)
+        return call_without_unbuilt_warnings(self, super().__call__, inputs, *args, **kwargs)
 
     def call(self, inputs, training=False):
         """Teacher forcing: `inputs` with `decoder_tokens` [B,S] → logits [B,S,V']."""
