@@ -105,6 +105,17 @@ class Vocabulary:
         Returns:
             A `Vocabulary`.
         """
+        if isinstance(sentences, (str, bytes)):
+            raise TypeError(
+                "Vocabulary.train expects an iterable of sentences (str); received "
+                "one str, which would train on its characters."
+            )
+        if isinstance(vocabulary_size, bool) or not isinstance(vocabulary_size, int) or (
+            vocabulary_size < 1
+        ):
+            raise ValueError(
+                f"vocabulary_size must be a positive int; received {vocabulary_size!r}."
+            )
         model = io.BytesIO()
         iterator = (s for s in sentences if s and s.strip())
         first = next(iterator, None)
@@ -155,17 +166,46 @@ class Vocabulary:
 
     def encode_batch(self, texts):
         """Tokenises a list of str into a list of lists of int ids."""
+        if isinstance(texts, (str, bytes)):
+            raise TypeError(
+                "encode_batch expects a list of str; received one str (use "
+                "`encode` for a single text)."
+            )
         if not texts:
             return []
         return self._processor.encode(list(texts), out_type=int)
 
+    def _checked_id(self, value):
+        """`value` as an int id in [0, vocabulary_size), or a ValueError."""
+        if isinstance(value, (float, bool)) or (
+            hasattr(value, "dtype") and "int" not in str(value.dtype)
+        ):
+            raise ValueError(f"token ids must be integers; received {value!r}.")
+        piece_id = int(value)
+        if not 0 <= piece_id < self.vocabulary_size:
+            raise ValueError(
+                f"token id {piece_id} is outside this vocabulary's "
+                f"[0, {self.vocabulary_size}) ids."
+            )
+        return piece_id
+
     def decode(self, ids):
-        """Detokenises ids; padding, BOS and EOS are dropped."""
+        """Detokenises a sequence of int ids (list or 1-D array); padding,
+        BOS and EOS are dropped."""
+        if getattr(ids, "ndim", 1) != 1 or isinstance(ids, (str, bytes, int)):
+            raise ValueError(
+                "decode expects one sequence of ids (a list or a 1-D array); "
+                f"received {type(ids).__name__}"
+                + (f" of shape {tuple(ids.shape)}" if hasattr(ids, "shape") else "")
+                + ". Decode a batch row by row."
+            )
         skip = {self.pad_id, self.bos_id, self.eos_id}
-        return self._processor.decode([int(i) for i in ids if int(i) not in skip])
+        ids = [self._checked_id(i) for i in ids]
+        return self._processor.decode([i for i in ids if i not in skip])
 
     def id_to_piece(self, piece_id):
-        return self._processor.id_to_piece(int(piece_id))
+        """The piece spelled by id `piece_id` (an int in [0, vocabulary_size))."""
+        return self._processor.id_to_piece(self._checked_id(piece_id))
 
     def _lookup(self, piece):
         """The id of `piece`, or None where SentencePiece answers the

@@ -104,6 +104,35 @@ def test_training_on_no_text_is_a_clear_error():
             Vocabulary.train(sentences, vocabulary_size=100)
 
 
+def test_one_str_where_a_list_is_expected_is_refused(vocabulary):
+    """A str is iterable: without the check, encode_batch("text") encodes
+    each character and train("text") learns a vocabulary of characters."""
+    with pytest.raises(TypeError, match="list of str; received one str"):
+        vocabulary.encode_batch("the model")
+    with pytest.raises(TypeError, match="received one str"):
+        Vocabulary.train("a single sentence", vocabulary_size=20)
+    for size in (0, -3, 2.5, True):
+        with pytest.raises(ValueError, match="vocabulary_size must be a positive int"):
+            Vocabulary.train(["a sentence"], vocabulary_size=size)
+
+
+def test_decode_names_bad_ids(vocabulary):
+    V = vocabulary.vocabulary_size
+    with pytest.raises(ValueError, match=f"token id {V} is outside this vocabulary's \\[0, {V}\\)"):
+        vocabulary.decode([5, V])
+    with pytest.raises(ValueError, match="token id -1"):
+        vocabulary.decode([-1])
+    with pytest.raises(ValueError, match="token id 99999"):
+        vocabulary.id_to_piece(99999)
+    with pytest.raises(ValueError, match="must be integers; received 40.7"):
+        vocabulary.decode([40.7])
+    with pytest.raises(ValueError, match=r"of shape \(2, 3\)\. Decode a batch row by row"):
+        vocabulary.decode(np.ones((2, 3), "int32"))
+    with pytest.raises(ValueError, match="received int"):
+        vocabulary.decode(40)
+    assert vocabulary.decode(np.asarray([40, 41], "int64")) == vocabulary.decode([40, 41])
+
+
 def test_small_corpus_stops_below_the_requested_size():
     vocab = Vocabulary.train(["a b c", "a b", "c a b a"] * 20, vocabulary_size=5000)
     assert 8 < vocab.vocabulary_size < 5000
