@@ -362,6 +362,7 @@ def _check_arguments(
             f"Unknown family_options {unknown} for family {family!r}; "
             f"{builder.__name__} accepts {allowed or 'none'}."
         )
+    structure.check_options(options)
     limits = [("max_tokens", max_tokens)]
     if family != "flat":
         limits.append(("max_units", max_units))
@@ -824,8 +825,25 @@ def make_dataset(
                 "received a one-shot iterator "
                 f"({type(source).__name__}). Wrap it in list(...)."
             )
-    if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+    elif not os.path.exists(source):
+        raise FileNotFoundError(
+            f"make_dataset source {os.fspath(source)!r} does not exist; expected a "
+            "JSONL/text file, a folder of them, or a collection of Example."
+        )
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or (
+        batch_size < 1
+    ):
         raise ValueError(f"`batch_size` must be a positive int, received {batch_size!r}.")
+    if not isinstance(shuffle_buffer, (int, np.integer)) or shuffle_buffer < 0:
+        raise ValueError(
+            "`shuffle_buffer` must be an int >= 0 (0: no shuffling), received "
+            f"{shuffle_buffer!r}."
+        )
+    if not hasattr(vocabulary, "encode_batch") or not hasattr(vocabulary, "pad_id"):
+        raise ValueError(
+            "`vocabulary` must be a keras_hsum.data.Vocabulary (e.g. "
+            f"Vocabulary.load(path)); received {type(vocabulary).__name__}."
+        )
     if max_examples is not None and (
         not isinstance(max_examples, (int, np.integer)) or max_examples < 1
     ):

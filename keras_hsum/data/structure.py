@@ -239,6 +239,36 @@ def _check_rank(rank):
         raise ValueError(f"`rank` must be 'tfidf' or 'order', received {rank!r}.")
 
 
+def _check_pack(pack):
+    if pack not in ("paragraph", "section"):
+        raise ValueError(
+            f"`pack` must be 'paragraph' or 'section', received {pack!r}."
+        )
+
+
+def _check_context_length(context_length):
+    if isinstance(context_length, bool) or not isinstance(
+        context_length, (int, np.integer)
+    ) or context_length < 0:
+        raise ValueError(
+            f"`context_length` must be an int >= 0, received {context_length!r}."
+        )
+
+
+_OPTION_CHECKS = {"rank": _check_rank, "pack": _check_pack,
+                  "context_length": _check_context_length}
+
+
+def check_options(options):
+    """Raises the ValueError a builder would raise for a bad option value
+    (`rank`, `pack`, `context_length`), before any example is read: a
+    pipeline then fails at once instead of counting every example as an
+    error."""
+    for name, value in options.items():
+        if name in _OPTION_CHECKS:
+            _OPTION_CHECKS[name](value)
+
+
 def _rank(example, texts, rank):
     """`(order, scores)` of texts: tf-idf to the query/title, else reading order."""
     context = context_text(example)
@@ -287,11 +317,7 @@ def build_paragraphs(
         cosine; 0 with `rank="order"`), `context_tokens` int32 [C] (query or
         title tokens, C <= context_length).
     """
-    _check_rank(rank)
-    if pack not in ("paragraph", "section"):
-        raise ValueError(
-            f"`pack` must be 'paragraph' or 'section', received {pack!r}."
-        )
+    check_options({"rank": rank, "pack": pack, "context_length": context_length})
     sentences, report = _sentences_and_report(
         example, vocabulary, max_units, max_tokens
     )

@@ -580,6 +580,15 @@ def test_declared_extras_pad_with_their_value(examples, vocabulary):
         ({"max_target_length": 2}, ValueError, "max_target_length"),
         ({"extras": [42]}, TypeError, "callable"),
         ({"max_examples": 0}, ValueError, "max_examples"),
+        # Option values fail before any example is read (not one error per
+        # example and an empty dataset).
+        ({"family_options": {"rank": "bm25"}}, ValueError, "`rank` must be 'tfidf' or 'order'"),
+        ({"family_options": {"pack": "bogus"}}, ValueError, "`pack` must be 'paragraph'"),
+        ({"family_options": {"context_length": -1}}, ValueError, "`context_length` must be"),
+        ({"shuffle_buffer": -5}, ValueError, "`shuffle_buffer` must be an int >= 0"),
+        ({"batch_size": True}, ValueError, "`batch_size` must be a positive int"),
+        ({"vocabulary": None}, ValueError, "must be a keras_hsum.data.Vocabulary"),
+        ({"source": "/nonexistent/corpus.jsonl"}, FileNotFoundError, "does not exist"),
     ],
 )
 def test_bad_arguments_fail_early_with_clear_errors(
