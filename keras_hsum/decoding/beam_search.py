@@ -29,14 +29,51 @@ whose score is <= NEG_INF / 2 is empty (only when the candidate space is
 exhausted, e.g. every token blocked).
 """
 
+import numbers
+
 import keras
 from keras import ops
 
 from keras_hsum.decoding.terms import NEG_INF
 from keras_hsum.decoding.terms import MinLength
+from keras_hsum.decoding.terms import ScoreTerm
 from keras_hsum.decoding.terms import StepContext
+from keras_hsum.layers.input_checks import check_feature_shapes
 
 _DEAD = NEG_INF / 2  # anything at or below this is blocked / empty
+
+
+def _positive_int(value, name, caller):
+    """`value` as an int, or a ValueError: sizes are Python (or numpy) ints
+    >= 1, never floats or bools (`int(2.7)` would quietly decode 2 beams)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(
+            f"{caller}: `{name}` must be a positive int; received {value!r}."
+        )
+    return int(value)
+
+
+def _term_list(terms, caller):
+    """`terms` as a list of `ScoreTerm`s, or a ValueError naming the odd one."""
+    if isinstance(terms, ScoreTerm):
+        raise ValueError(
+            f"{caller}: `terms` must be a list of ScoreTerms; received one "
+            f"{type(terms).__name__}: pass [{type(terms).__name__}(...)]."
+        )
+    try:
+        terms = list(terms)
+    except TypeError:
+        raise ValueError(
+            f"{caller}: `terms` must be a list of ScoreTerms; received "
+            f"{type(terms).__name__}."
+        ) from None
+    for index, term in enumerate(terms):
+        if not isinstance(term, ScoreTerm):
+            raise ValueError(
+                f"{caller}: `terms` must be a list of ScoreTerms "
+                f"(keras_hsum.decoding.terms); item {index} is a {type(term).__name__}."
+            )
+    return terms
 
 
 def _flatten_aux(aux):
@@ -150,9 +187,9 @@ def search(
         `aux` dict name → [B,K,L,...]: the aux of the step that generated
             each token, zeros after the end.
     """
-    terms = list(terms)
-    K = int(beam_size)
-    L = int(max_length)
+    terms = _term_list(terms, "search")
+    K = _positive_int(beam_size, "beam_size", "search")
+    L = _positive_int(max_length, "max_length", "search")
     if sampling is not None and greedy:
         raise ValueError("search: `greedy` and `sampling` exclude each other.")
     num_candidates = K if (greedy or sampling is not None) else 2 * K
@@ -325,6 +362,16 @@ def _model_search(model, inputs, beam_size, max_length, terms, eos_id, pad_id, g
     eos_id = model.eos_id if eos_id is None else eos_id
     pad_id = model.pad_id if pad_id is None else pad_id
     K = int(beam_size)
+    if not getattr(model, "ready_to_decode", True):
+        unbuilt = [m.name for m in getattr(model, "members", ()) if not m.ready_to_decode]
+        raise ValueError(
+            f"{model.name}"
+            + (f" (its members {unbuilt})" if unbuilt else "")
+            + " is not built, so it cannot decode: call it once teacher-forced "
+            "(`model(batch)` with `decoder_tokens`), train it, or load a saved "
+            "model first."
+        )
+    check_feature_shapes(getattr(model, "name", "model"), inputs)
     memory = model.encode(inputs)
     tiled = keras.tree.map_structure(
         lambda x: None if x is None else ops.repeat(x, K, axis=0), memory
@@ -396,7 +443,9 @@ def beam_search(
         ...                   terms=[LengthNormalization(), NgramBlocking(3)])
         >>> best = out["sequences"][:, 0]  # [B,L]
     """
-    terms = list(terms)
+    terms = _term_list(terms, "beam_search")
+    beam_size = _positive_int(beam_size, "beam_size", "beam_search")
+    max_length = _positive_int(max_length, "max_length", "beam_search")
     if min_length and min_length > 0:
         terms.append(MinLength(min_length))
     return _model_search(model, inputs, beam_size, max_length, terms, eos_id, pad_id, False)
@@ -410,7 +459,8 @@ def greedy_search(model, inputs, *, max_length=100, terms=(), min_length=0,
     `beam_search`, with K = 1: `sequences` int32 [B,1,L], `scores`,
     `log_probs`, `lengths` [B,1], `aux` name → [B,1,L,...].
     """
-    terms = list(terms)
+    terms = _term_list(terms, "greedy_search")
+    max_length = _positive_int(max_length, "max_length", "greedy_search")
     if min_length and min_length > 0:
         terms.append(MinLength(min_length))
     return _model_search(model, inputs, 1, max_length, terms, eos_id, pad_id, True)
@@ -443,7 +493,9 @@ def sample_search(model, inputs, *, num_samples=8, max_length=100, terms=(),
 
     sampling = Sampling(temperature=temperature, top_k=top_k, top_p=top_p,
                         epsilon=epsilon, seed=seed)
-    terms = list(terms)
+    terms = _term_list(terms, "sample_search")
+    num_samples = _positive_int(num_samples, "num_samples", "sample_search")
+    max_length = _positive_int(max_length, "max_length", "sample_search")
     if min_length and min_length > 0:
         terms.append(MinLength(min_length))
     return _model_search(model, inputs, num_samples, max_length, terms, eos_id, pad_id,

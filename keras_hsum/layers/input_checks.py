@@ -4,6 +4,10 @@ Every check works on static shapes (tuples with `None` for unknown sizes), so
 it runs at build or trace time on every backend and costs nothing per step.
 """
 
+import numbers
+
+import keras
+
 
 def _shape(value):
     shape = getattr(value, "shape", value)
@@ -34,3 +38,126 @@ def check_dims(layer, name, shape, expected, symbols):
             f"(None: any size), received shape {shape}."
         )
     return shape
+
+
+# (mask, the features it masks, how many leading axes they share): a mask
+# with other sizes than its tokens would be broadcast, not refused, by the
+# ops that apply it (a [1,N] `token_mask` masks every example like the first).
+_MASKED_FEATURES = (
+    ("token_mask", "tokens", None),
+    ("paragraph_mask", "tokens", 2),
+    ("summary_token_mask", "summary_tokens", None),
+    ("summary_paragraph_mask", "summary_tokens", 2),
+)
+_TOKEN_FEATURES = ("tokens", "decoder_tokens", "context_tokens", "summary_tokens",
+                   "source_extended_ids")
+
+
+def _static_shape(value):
+    shape = getattr(value, "shape", None)
+    if shape is None:
+        return None
+    try:
+        return tuple(None if d is None else int(d) for d in shape)
+    except TypeError:  # a dynamic size
+        return None
+
+
+def check_feature_shapes(name, inputs):
+    """Raises a ValueError when a model's features disagree where their
+    static shapes are known:
+
+    - every array feature has the batch size B of the others (a batch of 1
+      would otherwise broadcast over the batch);
+    - `token_mask` has the shape of `tokens`, `paragraph_mask` its first two
+      axes [B,P] when `tokens` is [B,P,T] (likewise `summary_*`);
+    - token ids (`tokens`, `decoder_tokens`, ...) are integers, not floats
+      that the embedding lookup would truncate.
+
+    Sizes unknown while tracing (None) are not compared. `name` names the
+    model in the message.
+    """
+    if not isinstance(inputs, dict):
+        return
+    shapes = {key: _static_shape(value) for key, value in inputs.items()}
+    batch = {key: shape[0] for key, shape in shapes.items()
+             if shape and shape[0] is not None}
+    if len(set(batch.values())) > 1:
+        raise ValueError(
+            f"{name}: every feature must have the same batch size B (axis 0); "
+            f"received {dict(sorted(batch.items()))}."
+        )
+    for mask, feature, axes in _MASKED_FEATURES:
+        mask_shape, feature_shape = shapes.get(mask), shapes.get(feature)
+        if mask_shape is None or feature_shape is None or inputs.get(mask) is None:
+            continue
+        if axes is None:
+            expected = feature_shape
+        elif len(feature_shape) == 3 and len(mask_shape) == 2:
+            expected = feature_shape[:axes]
+        else:
+            continue
+        if len(mask_shape) != len(expected) or any(
+            m is not None and e is not None and m != e for m, e in zip(mask_shape, expected)
+        ):
+            raise ValueError(
+                f"{name}: `{mask}` must have shape {expected} (from `{feature}` "
+                f"{feature_shape}), received {mask_shape}."
+            )
+    for key in _TOKEN_FEATURES:
+        value = inputs.get(key)
+        dtype = getattr(value, "dtype", None)
+        if dtype is None:
+            continue
+        dtype = keras.backend.standardize_dtype(dtype)
+        if "float" in dtype or "complex" in dtype:
+            raise ValueError(
+                f"{name}: `{key}` must hold integer token ids, received dtype {dtype}."
+            )
+
+
+def _minimum(name):
+    """The least value of the hyper-parameter `name` (None: not a size)."""
+    if name == "num_decoder_layers":
+        return 1
+    if name.startswith("num_") and name.endswith("layers"):
+        return 0
+    if name == "num_oov":
+        return 0
+    if (name.endswith("_dim") or name in ("num_heads", "vocabulary_size")
+            or name.endswith("_length") or name.endswith("_per_group")):
+        return 1
+    return None
+
+
+def check_hyperparameters(owner, **values):
+    """Raises a ValueError naming the first bad constructor argument:
+
+    - sizes (`*_dim`, `num_heads`, `vocabulary_size`, `*_length`) are ints
+      >= 1; layer counts (`num_*_layers`) ints >= 0, `num_decoder_layers`
+      >= 1 (a summarizer without decoder layers never reads its source);
+    - `dropout` is a number in [0, 1).
+
+    None (an optional size left to its default) passes. Without the check a
+    zero or negative size fails later, in Keras or the backend, with a
+    message that names neither the argument nor the model (e.g. "integer
+    modulo by zero", or a `rate` for `dropout`), or runs silently wrong.
+    """
+    for name, value in values.items():
+        if value is None:
+            continue
+        if name == "dropout" or name.endswith("_dropout"):
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
+                0 <= value < 1
+            ):
+                raise ValueError(
+                    f"{owner}: `{name}` must be a number in [0, 1), received {value!r}."
+                )
+            continue
+        least = _minimum(name)
+        if least is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+            raise ValueError(
+                f"{owner}: `{name}` must be an int >= {least}, received {value!r}."
+            )

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 from keras_hub.layers import TransformerEncoder
 
+from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import masked_softmax
 from keras_hsum.models.first_call import call_without_unbuilt_warnings
@@ -120,6 +121,10 @@ class AttentionPredictor(keras.Model):
         **kwargs,
     ):
         super().__init__(**kwargs)
+        check_hyperparameters(
+            self.name, num_heads=num_heads, intermediate_dim=intermediate_dim,
+            num_layers=num_layers, dropout=dropout,
+        )
         self.num_heads = num_heads
         self.intermediate_dim = intermediate_dim
         self.num_layers = num_layers

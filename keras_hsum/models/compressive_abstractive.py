@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.models.summarizer import required
 from keras_hsum.models.transformer_summary_decoder import FlatMemorySummarizer
@@ -79,6 +80,12 @@ class CompressiveAbstractive(FlatMemorySummarizer):
         **kwargs,
     ):
         super().__init__(**kwargs)
+        check_hyperparameters(
+            self.name, vocabulary_size=vocabulary_size, hidden_dim=hidden_dim, num_heads=num_heads,
+            intermediate_dim=intermediate_dim, num_encoder_layers=num_encoder_layers,
+            num_decoder_layers=num_decoder_layers, snippets_per_group=snippets_per_group,
+            compressed_length=compressed_length, dropout=dropout,
+        )
         for name, value in (
             ("snippets_per_group", snippets_per_group),
             ("compressed_length", compressed_length),

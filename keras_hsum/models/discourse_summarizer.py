@@ -5,6 +5,7 @@ import keras
 from keras import ops
 
 from keras_hsum.layers.discourse_attention import DiscourseAttention
+from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import merge_masks
 from keras_hsum.layers.pointer_generator import PointerGenerator
@@ -133,6 +134,10 @@ class DiscourseSummarizer(Summarizer):
         **kwargs,
     ):
         super().__init__(**kwargs)
+        check_hyperparameters(
+            self.name, vocabulary_size=vocabulary_size, hidden_dim=hidden_dim,
+            embedding_dim=embedding_dim, num_oov=num_oov,
+        )
         self.vocabulary_size = vocabulary_size
         self.hidden_dim = hidden_dim
         self.embedding_dim = embedding_dim

@@ -78,12 +78,12 @@ class SummarizerEnsemble(Summarizer):
         if member_weights is None:
             member_weights = [1.0] * len(members)
         member_weights = [float(w) for w in member_weights]
-        if len(member_weights) != len(members) or min(member_weights) < 0 or not (
-            sum(member_weights) > 0
-        ):
+        if len(member_weights) != len(members) or not all(
+            math.isfinite(w) and w >= 0 for w in member_weights
+        ) or not sum(member_weights) > 0:
             raise ValueError(
-                f"member_weights must be {len(members)} non-negative numbers, not all "
-                f"zero (one per member); received {member_weights}."
+                f"member_weights must be {len(members)} finite non-negative numbers, "
+                f"not all zero (one per member); received {member_weights}."
             )
         kwargs.setdefault("pad_id", first.pad_id)
         kwargs.setdefault("bos_id", first.bos_id)
@@ -96,6 +96,11 @@ class SummarizerEnsemble(Summarizer):
             self.vocabulary_size = first.vocabulary_size
         if all(member.built for member in members):
             self.built = True
+
+    @property
+    def ready_to_decode(self):
+        """Whether every member is built (see `Summarizer.ready_to_decode`)."""
+        return all(member.ready_to_decode for member in self.members)
 
     @property
     def segment_length(self):

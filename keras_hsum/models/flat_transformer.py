@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.models.summarizer import optional_mask
 from keras_hsum.models.summarizer import required
 from keras_hsum.models.transformer_summary_decoder import FlatMemorySummarizer
@@ -65,6 +66,11 @@ class FlatTransformer(FlatMemorySummarizer):
         **kwargs,
     ):
         super().__init__(**kwargs)
+        check_hyperparameters(
+            self.name, vocabulary_size=vocabulary_size, hidden_dim=hidden_dim, num_heads=num_heads,
+            intermediate_dim=intermediate_dim, num_encoder_layers=num_encoder_layers,
+            num_decoder_layers=num_decoder_layers, dropout=dropout,
+        )
         self.pointer_generator = bool(pointer_generator)
         self._init_decoder(
             vocabulary_size,

@@ -10,6 +10,7 @@ from keras_hsum.layers.global_transformer_layer import GlobalTransformerLayer
 from keras_hsum.layers.hierarchical_position_encoding import (
     HierarchicalPositionEncoding,
 )
+from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import masked_softmax
 from keras_hsum.layers.token_shift import TokenShift
@@ -103,6 +104,11 @@ class HierarchicalTransformer(FlatMemorySummarizer):
         **kwargs,
     ):
         super().__init__(**kwargs)
+        check_hyperparameters(
+            self.name, vocabulary_size=vocabulary_size, hidden_dim=hidden_dim, num_heads=num_heads,
+            intermediate_dim=intermediate_dim, num_decoder_layers=num_decoder_layers,
+            dropout=dropout,
+        )
         if not isinstance(layer_schedule, str) or not layer_schedule or set(
             layer_schedule
         ) - {LOCAL, GLOBAL}:

@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_hsum.layers.input_checks import check_feature_shapes
+from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import large_negative
 from keras_hsum.models.first_call import call_without_unbuilt_warnings
@@ -84,6 +86,10 @@ class ParagraphRanker(keras.Model):
         **kwargs,
     ):
         super().__init__(**kwargs)
+        check_hyperparameters(
+            self.name, vocabulary_size=vocabulary_size, embedding_dim=embedding_dim,
+            hidden_dim=hidden_dim, feature_dim=feature_dim, dropout=dropout,
+        )
         self.vocabulary_size = vocabulary_size
         self.embedding_dim = embedding_dim
         self.hidden_dim = hidden_dim
@@ -151,10 +157,11 @@ class ParagraphRanker(keras.Model):
             valid = ops.logical_and(valid, as_bool_mask(paragraph_mask))
         return ops.where(valid, scores, ops.zeros_like(scores))
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, inputs, *args, **kwargs):
         # The model's input errors without Keras' "unbuilt state" warnings
         # on a first call (keras_hsum.models.first_call).
-        return call_without_unbuilt_warnings(self, super().__call__, *args, **kwargs)
+        check_feature_shapes(self.name, inputs)
+        return call_without_unbuilt_warnings(self, super().__call__, inputs, *args, **kwargs)
 
     def call(self, inputs, training=False):
         tokens = ops.convert_to_tensor(required(self, inputs, "tokens", "int [B,P,T]"))

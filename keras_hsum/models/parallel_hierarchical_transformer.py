@@ -8,6 +8,7 @@ from keras_hub.layers import ReversibleEmbedding
 from keras_hub.layers import SinePositionEncoding
 from keras_hub.layers import TransformerEncoder
 
+from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.multi_head_pooling import MultiHeadPooling
 from keras_hsum.layers.pht_decoder_layer import PHTDecoderLayer
@@ -130,6 +131,12 @@ class ParallelHierarchicalTransformer(Summarizer):
         **kwargs,
     ):
         super().__init__(**kwargs)
+        check_hyperparameters(
+            self.name, vocabulary_size=vocabulary_size, hidden_dim=hidden_dim, num_heads=num_heads,
+            intermediate_dim=intermediate_dim, num_encoder_layers=num_encoder_layers,
+            num_decoder_layers=num_decoder_layers, num_paragraph_layers=num_paragraph_layers,
+            dropout=dropout,
+        )
         if hidden_dim % num_heads:
             raise ValueError(
                 f"{self.name}: `hidden_dim` must be divisible by `num_heads`, "

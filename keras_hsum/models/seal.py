@@ -22,6 +22,7 @@ when the proxy labels are among the inputs) is `extractive_loss`.
 import keras
 from keras import ops
 
+from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.snippet_gate import SnippetGate
 from keras_hsum.layers.snippet_scorer import SnippetScorer
@@ -148,6 +149,12 @@ class ExtractiveAbstractive(FlatMemorySummarizer):
         **kwargs,
     ):
         super().__init__(**kwargs)
+        check_hyperparameters(
+            self.name, vocabulary_size=vocabulary_size, hidden_dim=hidden_dim, num_heads=num_heads,
+            intermediate_dim=intermediate_dim, num_encoder_layers=num_encoder_layers,
+            num_scorer_layers=num_scorer_layers, num_decoder_layers=num_decoder_layers,
+            extract_length=extract_length, dropout=dropout,
+        )
         if not isinstance(extract_length, int) or extract_length < 1:
             raise ValueError(
                 f"{self.name}: `extract_length` (L_ext) must be a positive int, "

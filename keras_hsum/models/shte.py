@@ -6,6 +6,8 @@ from keras import ops
 from keras_hsum.layers.hierarchical_encoder import POOLINGS
 from keras_hsum.layers.hierarchical_encoder import POSITION_ENCODINGS
 from keras_hsum.layers.hierarchical_encoder import HierarchicalEncoder
+from keras_hsum.layers.input_checks import check_feature_shapes
+from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import merge_masks
 from keras_hsum.layers.siamese_classifier_head import SiameseClassifierHead
@@ -110,6 +112,12 @@ class SHTE(keras.Model):
         **kwargs,
     ):
         super().__init__(**kwargs)
+        check_hyperparameters(
+            self.name, vocabulary_size=vocabulary_size, hidden_dim=hidden_dim, num_heads=num_heads,
+            intermediate_dim=intermediate_dim, sentence_intermediate_dim=sentence_intermediate_dim,
+            num_word_layers=num_word_layers, num_sentence_layers=num_sentence_layers,
+            classifier_hidden_dim=classifier_hidden_dim, dropout=dropout,
+        )
         if position_encoding not in POSITION_ENCODINGS:
             raise ValueError(
                 f"SHTE: `position_encoding` must be one of {POSITION_ENCODINGS} "
@@ -209,10 +217,11 @@ class SHTE(keras.Model):
         )
         return r, attention, ops.any(token_mask, axis=-1)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, inputs, *args, **kwargs):
         # The model's input errors without Keras' "unbuilt state" warnings
         # on a first call (keras_hsum.models.first_call).
-        return call_without_unbuilt_warnings(self, super().__call__, *args, **kwargs)
+        check_feature_shapes(self.name, inputs)
+        return call_without_unbuilt_warnings(self, super().__call__, inputs, *args, **kwargs)
 
     def call(self, inputs, training=False):
         hint = (

@@ -30,6 +30,7 @@ model-specific entries documented by each model.
 import keras
 from keras import ops
 
+from keras_hsum.layers.input_checks import check_feature_shapes
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.models.first_call import call_without_unbuilt_warnings
 from keras_hsum.models.reinforce import reference_weights
@@ -73,6 +74,13 @@ class Summarizer(keras.Model):
             self._draw_counter = keras.random.SeedGenerator(0, name="draw_counter")
             if locked:
                 self._tracker.lock()
+
+    @property
+    def ready_to_decode(self):
+        """Whether decoding may start: the model is built (one teacher-forced
+        call, training or loading builds it; `step` reads layers' weights
+        directly)."""
+        return self.built
 
     @property
     def replica_placement(self):
@@ -124,6 +132,7 @@ class Summarizer(keras.Model):
         # the model's other input errors reach the user without Keras'
         # "unbuilt state" warnings (keras_hsum.models.first_call).
         self._check_teacher_forcing(inputs)
+        check_feature_shapes(self.name, inputs)
         return call_without_unbuilt_warnings(self, super().__call__, inputs, *args, **kwargs)
 
     def call(self, inputs, training=False):

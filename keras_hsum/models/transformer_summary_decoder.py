@@ -9,6 +9,7 @@ from keras_hub.layers import SinePositionEncoding
 from keras_hub.layers import TransformerDecoder
 from keras_hub.layers import TransformerEncoder
 
+from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.token_shift import TokenShift
 from keras_hsum.models.copying import copy_log_probabilities
@@ -67,6 +68,11 @@ class TransformerSummaryDecoder(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
+        check_hyperparameters(
+            self.name, vocabulary_size=vocabulary_size, hidden_dim=hidden_dim,
+            num_decoder_layers=num_layers, num_heads=num_heads, intermediate_dim=intermediate_dim,
+            dropout=dropout,
+        )
         if hidden_dim % num_heads:
             raise ValueError(
                 f"{self.name}: `hidden_dim` must be divisible by `num_heads`, "

@@ -291,3 +291,37 @@ def test_ensemble_of_copies_decodes_as_the_model(family):
     for name in alone["aux"]:
         np.testing.assert_allclose(numpy(out["aux"][name]), numpy(alone["aux"][name]),
                                    atol=1e-5, err_msg=name)
+
+
+def test_bad_search_arguments_are_clear_errors():
+    """Sizes must be positive ints (a float beam size is not rounded down),
+    terms a list of ScoreTerms, and the model built; each mistake is a
+    ValueError naming the argument before any tensor work."""
+    from keras_hsum.decoding import sample_search
+
+    features = flat_inputs()
+    model = flat_model()
+    with pytest.raises(ValueError, match="flat_transformer.* is not built.*teacher-forced"):
+        beam_search(model, features, beam_size=2, max_length=3)
+    model = built(model, features)
+    cases = [
+        (beam_search, dict(beam_size=0), "`beam_size` must be a positive int; received 0"),
+        (beam_search, dict(beam_size=-1), "`beam_size`.*received -1"),
+        (beam_search, dict(beam_size=2.7), "`beam_size`.*received 2.7"),
+        (beam_search, dict(beam_size=True), "`beam_size`.*received True"),
+        (beam_search, dict(max_length=0), "beam_search: `max_length`.*received 0"),
+        (greedy_search, dict(max_length=-3), "greedy_search: `max_length`.*received -3"),
+        (sample_search, dict(num_samples=0), "sample_search: `num_samples`.*received 0"),
+        (beam_search, dict(terms=LengthNormalization()),
+         r"received one LengthNormalization: pass \[LengthNormalization\(...\)\]"),
+        (beam_search, dict(terms=[LengthNormalization(), "ngram"]), "item 1 is a str"),
+        (greedy_search, dict(terms=3), "received int"),
+    ]
+    for function, arguments, message in cases:
+        with pytest.raises(ValueError, match=message):
+            function(model, features, **arguments)
+    with pytest.raises(ValueError, match="search: `max_length`.*received 0"):
+        search(lambda ids, index, state: (None, state, {}), {}, 2, max_length=0)
+    # numpy ints are sizes too.
+    out = beam_search(model, features, beam_size=np.int64(2), max_length=np.int32(3))
+    assert_well_formed(out, 2, 2, 3)

@@ -157,6 +157,12 @@ def test_clear_errors():
     other = flat(1, vocabulary_size=V + 5)
     with pytest.raises(ValueError, match="vocabulary_size=40, member 1 has vocabulary_size=45"):
         SummarizerEnsemble([model, other])
-    for weights in ([1.0], [1.0, -1.0], [0, 0]):
-        with pytest.raises(ValueError, match="2 non-negative numbers"):
+    for weights in ([1.0], [1.0, -1.0], [0, 0], [float("inf"), 1.0], [float("nan"), 1.0]):
+        with pytest.raises(ValueError, match="2 finite non-negative numbers"):
             SummarizerEnsemble([model, model], member_weights=weights)
+    # An ensemble of an unbuilt member cannot decode (the member's `step`
+    # reads its layers' weights); the error says how to build it.
+    unbuilt = SummarizerEnsemble([model, flat(2)])
+    with pytest.raises(ValueError,
+                       match=r"members \[.flat_transformer.*\]\) is not built.*teacher-forced"):
+        greedy_search(unbuilt, features, max_length=3)

@@ -164,7 +164,7 @@ class _Warning(Summarizer):
 
 def test_other_warnings_of_a_first_call_are_reissued():
     inputs = {"decoder_tokens": np.ones((2, 3), "int32")}
-    error, messages = _call_recording(_Warning(), dict(inputs, fail=np.zeros(1)))
+    error, messages = _call_recording(_Warning(), dict(inputs, fail=np.zeros(2)))
     assert "model's own error" in str(error)
     assert "a warning of the model's own" in messages
     assert not _unbuilt_warnings(messages), messages

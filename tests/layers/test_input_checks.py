@@ -1,0 +1,121 @@
+"""`check_feature_shapes`: the features of one batch must agree (batch
+size, masks against their tokens, integer token ids) wherever their static
+shapes are known; models and the searches call it before any op, which
+would otherwise broadcast a batch-1 mask over the batch.
+
+Reference: the property itself (a batch-1 mask must not give the outputs of
+every example masked like the first), checked on a real model.
+"""
+
+import numpy as np
+import pytest
+
+from keras_hsum.layers.input_checks import check_feature_shapes
+from keras_hsum.layers.input_checks import check_hyperparameters
+
+
+def _features(batch=2, paragraphs=3, length=4):
+    tokens = np.ones((batch, paragraphs, length), "int32")
+    return {"tokens": tokens, "token_mask": tokens != 0,
+            "paragraph_mask": np.ones((batch, paragraphs), bool),
+            "decoder_tokens": np.ones((batch, 5), "int32")}
+
+
+def test_agreeing_features_pass_and_unknown_sizes_are_not_compared():
+    check_feature_shapes("m", _features())
+    check_feature_shapes("m", dict(_features(), token_mask=None))
+    check_feature_shapes("m", {"tokens": np.ones((2, 9), "int32"),
+                               "token_mask": np.ones((2, 9), bool)})
+
+    class Symbolic:  # a traced tensor: unknown batch and length
+        shape = (None, None)
+        dtype = "int32"
+
+    check_feature_shapes("m", {"tokens": Symbolic(), "token_mask": np.ones((2, 9), bool),
+                               "decoder_tokens": np.ones((2, 5), "int32")})
+    check_feature_shapes("m", [1, 2])  # not a feature dict: nothing to compare
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(token_mask=np.ones((1, 3, 4), bool)),
+     r"same batch size B .*'token_mask': 1, 'tokens': 2"),
+    (dict(decoder_tokens=np.ones((3, 5), "int32")), r"'decoder_tokens': 3"),
+    (dict(token_mask=np.ones((2, 3, 5), bool)),
+     r"`token_mask` must have shape \(2, 3, 4\) \(from `tokens` \(2, 3, 4\)\), received \(2, 3, 5\)"),
+    (dict(paragraph_mask=np.ones((2, 2), bool)),
+     r"`paragraph_mask` must have shape \(2, 3\)"),
+    (dict(tokens=np.ones((2, 3, 4), "float32")),
+     "`tokens` must hold integer token ids, received dtype float32"),
+    (dict(decoder_tokens=np.ones((2, 5), "float64")), "`decoder_tokens` must hold integer"),
+])
+def test_disagreeing_features_are_named(change, message):
+    with pytest.raises(ValueError, match=message):
+        check_feature_shapes("my_model", dict(_features(), **change))
+
+
+def test_models_and_searches_refuse_a_batch_one_mask():
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "models"))
+    import test_flat_transformer as flat_tests
+    import test_parallel_hierarchical_transformer as pht_tests
+    import test_paragraph_ranker as ranker_tests
+
+    from keras_hsum.decoding import beam_search
+
+    inputs = flat_tests.random_inputs()
+    model = flat_tests.small_model()
+    model(inputs)
+    with pytest.raises(ValueError, match="same batch size"):
+        model(dict(inputs, token_mask=inputs["token_mask"][:1]))
+    pht = pht_tests.small_model()
+    features = pht_tests.random_inputs()
+    pht(features)
+    source = {k: v for k, v in features.items() if k != "decoder_tokens"}
+    with pytest.raises(ValueError, match="same batch size"):
+        beam_search(pht, dict(source, paragraph_mask=source["paragraph_mask"][:1]),
+                    beam_size=2, max_length=3)
+    ranker = ranker_tests.small_model()
+    ranker_inputs = ranker_tests.random_inputs()
+    with pytest.raises(ValueError, match="same batch size"):
+        ranker(dict(ranker_inputs, context_tokens=ranker_inputs["context_tokens"][:1]))
+
+
+def test_hyperparameters_by_name():
+    check_hyperparameters("m", hidden_dim=np.int64(16), num_heads=2, num_encoder_layers=0,
+                          num_decoder_layers=1, dropout=np.float32(0.1), num_oov=0,
+                          sentence_intermediate_dim=None, layer_schedule="LLG")
+    for values, message in [
+        (dict(num_heads=0), "`num_heads` must be an int >= 1, received 0"),
+        (dict(hidden_dim=16.0), "`hidden_dim` must be an int >= 1, received 16.0"),
+        (dict(vocabulary_size=True), "`vocabulary_size`.*received True"),
+        (dict(num_encoder_layers=-1), "`num_encoder_layers` must be an int >= 0"),
+        (dict(num_decoder_layers=0), "`num_decoder_layers` must be an int >= 1"),
+        (dict(extract_length=0), "`extract_length` must be an int >= 1"),
+        (dict(dropout=1.0), r"`dropout` must be a number in \[0, 1\), received 1.0"),
+        (dict(dropout=-0.1), "`dropout`"),
+        (dict(dropout="0.1"), "`dropout`"),
+    ]:
+        with pytest.raises(ValueError, match="^my_model: " + message):
+            check_hyperparameters("my_model", **values)
+
+
+@pytest.mark.parametrize("model, arguments, message", [
+    ("FlatTransformer", dict(vocabulary_size=50, num_heads=0), "`num_heads` must be an int >= 1"),
+    ("FlatTransformer", dict(vocabulary_size=50, num_decoder_layers=0), "`num_decoder_layers`"),
+    ("FlatTransformer", dict(vocabulary_size=50, num_encoder_layers=-1), "`num_encoder_layers`"),
+    ("HierarchicalTransformer", dict(vocabulary_size=50, hidden_dim=0), "`hidden_dim`"),
+    ("ParallelHierarchicalTransformer", dict(vocabulary_size=50, dropout=1.5), "`dropout`"),
+    ("DiscourseSummarizer", dict(vocabulary_size=50, embedding_dim=0), "`embedding_dim`"),
+    ("SEAL", dict(vocabulary_size=50, intermediate_dim=0), "`intermediate_dim`"),
+    ("SHTE", dict(vocabulary_size=50, num_sentence_layers=-2), "`num_sentence_layers`"),
+    ("ParagraphRanker", dict(vocabulary_size=0), "`vocabulary_size`"),
+    ("AttentionPredictor", dict(num_heads=0), "`num_heads`"),
+    ("CompressiveAbstractive", dict(vocabulary_size=50, dropout=-0.5), "`dropout`"),
+])
+def test_models_name_a_bad_constructor_argument(model, arguments, message):
+    import keras_hsum.models as models
+
+    with pytest.raises(ValueError, match=message):
+        getattr(models, model)(**arguments)
