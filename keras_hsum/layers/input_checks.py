@@ -6,8 +6,6 @@ it runs at build or trace time on every backend and costs nothing per step.
 
 import numbers
 
-import keras
-
 
 def _shape(value):
     shape = getattr(value, "shape", value)
@@ -49,8 +47,6 @@ _MASKED_FEATURES = (
     ("summary_token_mask", "summary_tokens", None),
     ("summary_paragraph_mask", "summary_tokens", 2),
 )
-_TOKEN_FEATURES = ("tokens", "decoder_tokens", "context_tokens", "summary_tokens",
-                   "source_extended_ids")
 
 
 def _static_shape(value):
@@ -70,9 +66,10 @@ def check_feature_shapes(name, inputs):
     - every array feature has the batch size B of the others (a batch of 1
       would otherwise broadcast over the batch);
     - `token_mask` has the shape of `tokens`, `paragraph_mask` its first two
-      axes [B,P] when `tokens` is [B,P,T] (likewise `summary_*`);
-    - token ids (`tokens`, `decoder_tokens`, ...) are integers, not floats
-      that the embedding lookup would truncate.
+      axes [B,P] when `tokens` is [B,P,T] (likewise `summary_*`).
+
+    Dtypes are not checked: Keras traces a saved model's default signature
+    with float placeholders for every input.
 
     Sizes unknown while tracing (None) are not compared. `name` names the
     model in the message.
@@ -103,16 +100,6 @@ def check_feature_shapes(name, inputs):
             raise ValueError(
                 f"{name}: `{mask}` must have shape {expected} (from `{feature}` "
                 f"{feature_shape}), received {mask_shape}."
-            )
-    for key in _TOKEN_FEATURES:
-        value = inputs.get(key)
-        dtype = getattr(value, "dtype", None)
-        if dtype is None:
-            continue
-        dtype = keras.backend.standardize_dtype(dtype)
-        if "float" in dtype or "complex" in dtype:
-            raise ValueError(
-                f"{name}: `{key}` must hold integer token ids, received dtype {dtype}."
             )
 
 

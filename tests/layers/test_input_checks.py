@@ -1,7 +1,8 @@
 """`check_feature_shapes`: the features of one batch must agree (batch
-size, masks against their tokens, integer token ids) wherever their static
-shapes are known; models and the searches call it before any op, which
-would otherwise broadcast a batch-1 mask over the batch.
+size, masks against their tokens) wherever their static shapes are known;
+models and the searches call it before any op, which would otherwise
+broadcast a batch-1 mask over the batch. `check_hyperparameters`: sizes,
+layer counts and dropout named by the constructors.
 
 Reference: the property itself (a batch-1 mask must not give the outputs of
 every example masked like the first), checked on a real model.
@@ -44,9 +45,6 @@ def test_agreeing_features_pass_and_unknown_sizes_are_not_compared():
      r"`token_mask` must have shape \(2, 3, 4\) \(from `tokens` \(2, 3, 4\)\), received \(2, 3, 5\)"),
     (dict(paragraph_mask=np.ones((2, 2), bool)),
      r"`paragraph_mask` must have shape \(2, 3\)"),
-    (dict(tokens=np.ones((2, 3, 4), "float32")),
-     "`tokens` must hold integer token ids, received dtype float32"),
-    (dict(decoder_tokens=np.ones((2, 5), "float64")), "`decoder_tokens` must hold integer"),
 ])
 def test_disagreeing_features_are_named(change, message):
     with pytest.raises(ValueError, match=message):
