@@ -21,6 +21,10 @@ import argparse
 import os
 import sys
 
+from keras_hsum.argtypes import non_negative_int
+from keras_hsum.argtypes import positive_float
+from keras_hsum.argtypes import positive_int
+
 
 def _quiet_tensorflow():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -127,10 +131,15 @@ def parse_overrides(config, assignments):
             if text.lower() not in ("true", "false", "1", "0"):
                 raise ValueError(f"--set {name} expects true/false, received {text!r}.")
             value = text.lower() in ("true", "1")
-        elif isinstance(current, int):
-            value = int(text)
-        elif isinstance(current, float):
-            value = float(text)
+        elif isinstance(current, (int, float)):
+            kind = type(current)
+            try:
+                value = kind(text)
+            except ValueError:
+                raise ValueError(
+                    f"--set {name} expects {'an int' if kind is int else 'a number'}, "
+                    f"received {text!r}."
+                ) from None
         elif current is None:
             value = _number_or_text(text)
         elif isinstance(current, tuple):
@@ -166,7 +175,7 @@ def _train(args):
             init_from=args.init_from,
             init_checkpoint=args.init_checkpoint,
         )
-    except (ValueError, NonFiniteLossError) as error:
+    except (ValueError, OSError, NonFiniteLossError) as error:
         print(f"keras-hsum train: error: {error}", file=sys.stderr)
         return 1
     last = {key: values[-1] for key, values in result.history.items() if values}
@@ -204,14 +213,14 @@ def build_parser():
         "held-out example, write the attention heatmap",
     )
     demo.add_argument("--out", default="demo_out", help="output folder")
-    demo.add_argument("--epochs", type=int, default=None, help="override the tiny recipe")
-    demo.add_argument("--steps-per-epoch", type=int, default=None)
+    demo.add_argument("--epochs", type=positive_int, default=None, help="override the tiny recipe")
+    demo.add_argument("--steps-per-epoch", type=positive_int, default=None)
     demo.set_defaults(handler=_demo)
 
     vocab = commands.add_parser("vocab", help="train a SentencePiece vocabulary")
     vocab.add_argument("--data", required=True, help="JSONL/text file or folder")
     vocab.add_argument("--out", required=True, help="output .model file")
-    vocab.add_argument("--size", type=int, default=8000, help="vocabulary size V")
+    vocab.add_argument("--size", type=positive_int, default=8000, help="vocabulary size V")
     vocab.set_defaults(handler=_vocab)
 
     struct = commands.add_parser(
@@ -224,9 +233,9 @@ def build_parser():
         default="paragraphs",
         choices=["paragraphs", "sections", "snippets", "sentences"],
     )
-    struct.add_argument("--max-units", type=int, default=30, help="P")
-    struct.add_argument("--max-tokens", type=int, default=100, help="T")
-    struct.add_argument("--limit", type=int, default=0, help="stop after N examples")
+    struct.add_argument("--max-units", type=positive_int, default=30, help="P")
+    struct.add_argument("--max-tokens", type=positive_int, default=100, help="T")
+    struct.add_argument("--limit", type=non_negative_int, default=0, help="stop after N examples")
     struct.set_defaults(handler=_structure)
 
     trainer = commands.add_parser(
@@ -243,14 +252,14 @@ def build_parser():
     trainer.add_argument(
         "--strategy", default="default", choices=["default", "mirrored", "multi_worker"]
     )
-    trainer.add_argument("--epochs", type=int, default=None)
-    trainer.add_argument("--steps-per-epoch", type=int, default=None)
+    trainer.add_argument("--epochs", type=positive_int, default=None)
+    trainer.add_argument("--steps-per-epoch", type=positive_int, default=None)
     trainer.add_argument(
         "--set", action="append", metavar="KEY=VALUE",
         help="override a config field (repeatable), e.g. --set dropout=0.0",
     )
     trainer.add_argument(
-        "--max-minutes", type=float, default=None, help="stop after this much time"
+        "--max-minutes", type=positive_float, default=None, help="stop after this much time"
     )
     trainer.add_argument(
         "--init-from", default=None, metavar="RUN",

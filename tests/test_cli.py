@@ -90,3 +90,49 @@ def test_unknown_command_fails_with_usage(tmp_path):
     result = _run("train-everything", cwd=tmp_path)
     assert result.returncode == 2
     assert "invalid choice" in result.stderr
+
+
+def test_numbers_out_of_range_are_usage_errors_naming_the_flag(capsys):
+    """Checked by argparse before anything loads: a zero beam, length, batch
+    or epoch count used to export a model that fails on every request,
+    print nothing, or train 0 steps and report success."""
+    import pytest
+
+    from keras_hsum.cli import build_parser
+
+    cases = [
+        (["export", "--run", "r", "--out", "o", "--max-length", "0"], "--max-length", 1),
+        (["export", "--run", "r", "--out", "o", "--beam-size", "-2"], "--beam-size", 1),
+        (["export", "--run", "r", "--out", "o", "--block-ngrams", "-1"], "--block-ngrams", 0),
+        (["summarize", "--model", "m", "in.jsonl", "--batch-size", "0"], "--batch-size", 1),
+        (["train", "--recipe", "flat", "--out", "o", "--epochs", "0"], "--epochs", 1),
+        (["train", "--recipe", "flat", "--out", "o", "--steps-per-epoch", "x"],
+         "--steps-per-epoch", 1),
+        (["demo", "--epochs", "0"], "--epochs", 1),
+        (["structure", "--data", "d", "--vocab", "v", "--max-units", "0"], "--max-units", 1),
+    ]
+    for argv, flag, least in cases:
+        with pytest.raises(SystemExit) as exit_info:
+            build_parser().parse_args(argv)
+        assert exit_info.value.code == 2
+        assert f"argument {flag}: expected an int >= {least}" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train", "--recipe", "flat", "--out", "o",
+                                   "--max-minutes", "0"])
+    assert "argument --max-minutes: expected a number > 0" in capsys.readouterr().err
+
+
+def test_search_options_refuse_sizes_that_cannot_decode():
+    import pytest
+
+    from keras_hsum.export.serving import SearchOptions
+
+    for options, message in [
+        (dict(max_length=0), "`max_length` must be an int >= 1"),
+        (dict(beam_size=0), "`beam_size` must be an int >= 1"),
+        (dict(block_ngrams=-1), "`block_ngrams` must be an int >= 0"),
+        (dict(min_length=10, max_length=5), r"`min_length` \(10\) must not exceed"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            SearchOptions(**options)
+    assert SearchOptions(min_length=5, max_length=5).max_length == 5

@@ -107,6 +107,8 @@ class ReadReport:
         examples: examples yielded.
         skipped: invalid lines skipped (only with `skip_invalid=True`).
         errors: the first `max_errors` messages of skipped lines.
+        ignored_files: files of a folder that are not read (neither
+            JSONL nor text, e.g. `notes.md`, `data.json`).
     """
 
     lines: int = 0
@@ -114,6 +116,7 @@ class ReadReport:
     skipped: int = 0
     errors: list = dataclasses.field(default_factory=list)
     max_errors: int = 20
+    ignored_files: list = dataclasses.field(default_factory=list)
 
     def add_error(self, message):
         self.skipped += 1
@@ -392,7 +395,8 @@ def read_examples(path, skip_invalid=False, unicode_errors="strict", report=None
     """Streams examples from a JSONL file, a text file, or a folder of them.
 
     A folder is read in sorted file order; `.jsonl`/`.jsonl.gz`/`.json.gz`
-    files as JSONL, `.txt` files as plain text (one example per file).
+    files as JSONL, `.txt` files as plain text (one example per file); its
+    other files are listed in `report.ignored_files`.
     `skip_invalid`, `unicode_errors` and `report` apply to every file as in
     `read_jsonl` (a text file counts as one line).
     """
@@ -409,6 +413,8 @@ def read_examples(path, skip_invalid=False, unicode_errors="strict", report=None
                 yield from read_examples(
                     child, skip_invalid, unicode_errors, report
                 )
+            elif os.path.isfile(child) and report is not None:
+                report.ignored_files.append(child)
         return
     kind = _kind(path)
     if kind == "text":

@@ -25,6 +25,10 @@ import itertools
 import os
 import sys
 
+from keras_hsum.argtypes import non_negative_int
+from keras_hsum.argtypes import positive_int
+from keras_hsum.argtypes import unwritable_output
+
 
 def add_parser(subparsers):
     """Adds the `evaluate` command to an argparse subparsers object.
@@ -60,7 +64,7 @@ def add_parser(subparsers):
         "<recipe>/<version>)",
     )
     parser.add_argument(
-        "--batch-size", type=int, default=8, help="examples per SavedModel request"
+        "--batch-size", type=positive_int, default=8, help="examples per SavedModel request"
     )
     parser.add_argument(
         "--data",
@@ -68,19 +72,19 @@ def add_parser(subparsers):
         help="JSONL(.gz) file, folder with <split>.jsonl.gz, folder, or dataset name",
     )
     parser.add_argument("--split", default="val", help="split name (default val)")
-    parser.add_argument("--max-examples", type=int, default=0, help="0: all")
+    parser.add_argument("--max-examples", type=non_negative_int, default=0, help="0: all")
     parser.add_argument(
-        "--max-sentences", type=int, default=None,
+        "--max-sentences", type=positive_int, default=None,
         help="sentence budget (default: 3, the oracle: until no ROUGE gain)",
     )
-    parser.add_argument("--max-words", type=int, default=None, help="word budget")
+    parser.add_argument("--max-words", type=positive_int, default=None, help="word budget")
     parser.add_argument(
         "--references", default="primary", choices=["primary", "max", "mean", "max_rouge1"],
         help="score against the primary summary, or over all references: the best "
         "per metric (max), the mean (mean), or every metric against the reference "
         "of best ROUGE-1 (max_rouge1, SciTLDR's protocol)",
     )
-    parser.add_argument("--num-resamples", type=int, default=1000, help="bootstrap B")
+    parser.add_argument("--num-resamples", type=positive_int, default=1000, help="bootstrap B")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     parser.add_argument("--out", help="write the report(s) as JSON here")
     parser.add_argument("--markdown", help="write a markdown table here")
@@ -135,6 +139,13 @@ def resolve_data(data, split):
         f"expected a JSONL file, a folder holding {split}.jsonl.gz, or one of "
         f"{', '.join(DATASETS)}."
     )
+
+
+def _has_reference(example, mode):
+    """Whether `example` has what `--references mode` scores against."""
+    if mode == "primary":
+        return bool(example.summary.strip())
+    return any(r.strip() for r in (*example.references, example.summary))
 
 
 def _baseline_system(name, max_sentences, max_words):
@@ -251,6 +262,24 @@ def run(args):
             "source text and are not scored.",
             file=sys.stderr,
         )
+    with_text = len(examples)
+    examples = [e for e in examples if _has_reference(e, args.references)]
+    if not examples:
+        print(f"evaluate: no example in {path} has a reference summary to score "
+              "against.", file=sys.stderr)
+        return 1
+    if len(examples) < with_text:
+        print(
+            f"evaluate: {with_text - len(examples)} of {read} examples in {path} have no "
+            "reference summary and are not scored.",
+            file=sys.stderr,
+        )
+    for flag, output in (("--out", args.out), ("--markdown", args.markdown),
+                         ("--plot", args.plot)):
+        problem = unwritable_output(output)
+        if problem:
+            print(f"evaluate: error: {flag} {output!r}: {problem}", file=sys.stderr)
+            return 2
     reports = []
     for index, model in enumerate(models):
         try:

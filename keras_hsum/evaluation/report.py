@@ -214,7 +214,11 @@ def markdown_table(reports, measure="f1"):
 
 
 def write_markdown(reports, path, measure="f1"):
-    """Writes `markdown_table(reports, measure)` to `path`."""
+    """Writes `markdown_table(reports, measure)` to `path` (its folder is
+    created)."""
+    directory = os.path.dirname(os.fspath(path))
+    if directory:
+        os.makedirs(directory, exist_ok=True)
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(markdown_table(reports, measure))
 

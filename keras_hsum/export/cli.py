@@ -27,16 +27,21 @@ import json
 import os
 import sys
 
+from keras_hsum.argtypes import non_negative_int
+from keras_hsum.argtypes import positive_int
+from keras_hsum.argtypes import unwritable_output
+
 RUN_CONFIG = "config.json"
 RUN_VOCABULARY = "vocabulary.model"
 
 
 # ------------------------------------------------------------------- export
-def load_run(run, checkpoint="last"):
+def load_run(run, checkpoint="last", flag="--run"):
     """`(recipe_name, recipe, config, model, vocabulary)` of a run folder.
 
     Args:
         run: a `keras-hsum train` output folder.
+        flag: the option that named it, for the error messages.
         checkpoint: "last" (model.keras, the weights training ended with),
             "best" (best.keras, the lowest validation loss or the run's
             checkpoint_monitor), "epoch-N" (epoch N's weights) or
@@ -66,18 +71,42 @@ def load_run(run, checkpoint="last"):
     ]
     if missing:
         raise ValueError(
-            f"--run {run!r} must be a folder written by `keras-hsum train` "
+            f"{flag} {run!r} must be a folder written by `keras-hsum train` "
             f"holding {RUN_CONFIG}, {', '.join(weights)} and {RUN_VOCABULARY}; missing "
             f"{missing}. Train the recipe first (or wait for it to finish"
             + ("; best.keras needs validation data" if checkpoint == "best" else "")
             + ")."
         )
-    with open(os.path.join(run, RUN_CONFIG)) as handle:
-        resolved = json.load(handle)
-    name = resolved.get("recipe")
+    config_path = os.path.join(run, RUN_CONFIG)
+    try:
+        with open(config_path) as handle:
+            resolved = json.load(handle)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{flag} {run!r}: {config_path} is not valid JSON ({error}).") from None
+    name = resolved.get("recipe") if isinstance(resolved, dict) else None
+    if name is None:
+        raise ValueError(
+            f"{flag} {run!r}: {config_path} names no recipe; expected the "
+            "config.json that `keras-hsum train` writes."
+        )
     recipe = recipes.get(name)
-    config = recipe.Config(**resolved.get("config", {}))
-    model = load_checkpoint_model(run, checkpoint, ensemble=True)
+    fields = resolved.get("config", {})
+    known = {field.name for field in dataclasses.fields(recipe.Config)}
+    unknown = sorted(set(fields) - known)
+    if unknown:
+        raise ValueError(
+            f"{flag} {run!r}: {config_path} has settings that recipe {name!r} does "
+            f"not know, {unknown} (a run of another keras_hsum version?)."
+        )
+    config = recipe.Config(**fields)
+    try:
+        model = load_checkpoint_model(run, checkpoint, ensemble=True)
+    except (OSError, ValueError) as error:
+        raise ValueError(
+            f"{flag} {run!r}: cannot load {', '.join(weights)}: {error} "
+            "(the file exists; it may be truncated or corrupt, e.g. copied while "
+            "training wrote it)."
+        ) from None
     vocabulary = Vocabulary.load(os.path.join(run, RUN_VOCABULARY))
     return name, recipe, config, model, vocabulary
 
@@ -178,7 +207,7 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
                 f"{checkpoint!r} is an ensemble of {len(model.members)}. Export one "
                 "checkpoint (or their mean, epochs-A-B) with the predictor."
             )
-        predictor_name, _, _, predictor, _ = load_run(predictor_run)
+        predictor_name, _, _, predictor, _ = load_run(predictor_run, flag="--predictor-run")
         if predictor_name != "pht_predictor" or name != "pht":
             raise ValueError(
                 f"--predictor-run must be a `pht_predictor` run exported with "
@@ -245,7 +274,7 @@ def _export(args):
             checkpoint=args.checkpoint, mbr=args.mbr,
             sampling=sampling if args.sample else None,
         )
-    except (ValueError, FileExistsError) as error:
+    except (ValueError, OSError) as error:
         print(f"keras-hsum export: error: {error}", file=sys.stderr)
         return 1
     root = os.path.dirname(os.path.abspath(args.out))
@@ -369,10 +398,16 @@ def write_explanations(path, examples, results):
 
 def _summarize(args):
     from keras_hsum.data.reader import InvalidExampleError
+    from keras_hsum.data.reader import ReadReport
     from keras_hsum.data.reader import read_examples
     from keras_hsum.export.explain import MissingMatplotlibError
 
     if args.explain:
+        problem = unwritable_output(args.explain)
+        if problem:
+            print(f"keras-hsum summarize: error: --explain {args.explain!r}: {problem}",
+                  file=sys.stderr)
+            return 1
         try:
             from keras_hsum.export.explain import pyplot
 
@@ -380,14 +415,21 @@ def _summarize(args):
         except MissingMatplotlibError as error:
             print(f"keras-hsum summarize: error: {error}", file=sys.stderr)
             return 1
+    report = ReadReport()
     try:
-        examples = list(
-            read_examples(args.input, unicode_errors="strict" if args.strict else "replace")
-        )
+        examples = list(read_examples(
+            args.input, unicode_errors="strict" if args.strict else "replace", report=report
+        ))
         path, loaded, _ = load_saved_model(args.model)
     except (ValueError, FileNotFoundError, InvalidExampleError) as error:
-        print(f"keras-hsum summarize: error: {error}", file=sys.stderr)
+        hint = (" On the command line: drop --strict to replace invalid bytes."
+                if args.strict and "unicode_errors" in str(error) else "")
+        print(f"keras-hsum summarize: error: {error}{hint}", file=sys.stderr)
         return 1
+    if report.ignored_files:
+        print(f"keras-hsum summarize: {len(report.ignored_files)} file(s) of {args.input!r} "
+              f"are neither JSONL (.jsonl, .jsonl.gz) nor text (.txt) and were not read: "
+              f"{[os.path.basename(f) for f in report.ignored_files]}.", file=sys.stderr)
     if not examples:
         print(f"keras-hsum summarize: error: {args.input!r} holds no example.",
               file=sys.stderr)
@@ -441,18 +483,18 @@ def add_parsers(subparsers):
         "keep_epoch_checkpoints=true. Names joined by '+' (epoch-9+epoch-13) "
         "serve an ensemble: the mean of their next-token distributions",
     )
-    export.add_argument("--beam-size", type=int, default=5, help="K (1: greedy)")
+    export.add_argument("--beam-size", type=positive_int, default=5, help="K (1: greedy)")
     export.add_argument(
-        "--max-length", type=int, default=None,
+        "--max-length", type=positive_int, default=None,
         help="most summary tokens (default: the recipe's max_target_length - 1)",
     )
-    export.add_argument("--min-length", type=int, default=0)
+    export.add_argument("--min-length", type=non_negative_int, default=0)
     export.add_argument(
         "--length-alpha", type=float, default=None,
         help="GNMT length-penalty α (default: divide by |y|)",
     )
-    export.add_argument("--block-ngrams", type=int, default=0, help="n-gram blocking (0: off)")
-    export.add_argument("--block-recent", type=int, default=0, help="recent-token blocking window")
+    export.add_argument("--block-ngrams", type=non_negative_int, default=0, help="n-gram blocking (0: off)")
+    export.add_argument("--block-recent", type=non_negative_int, default=0, help="recent-token blocking window")
     export.add_argument(
         "--recent-exception", action="append", metavar="PIECE",
         help="a vocabulary piece --block-recent lets repeat (repeatable; "
@@ -464,7 +506,7 @@ def add_parsers(subparsers):
         "it detokenizes to ' ⁇ ')",
     )
     export.add_argument(
-        "--extract-sentences", type=int, default=None,
+        "--extract-sentences", type=positive_int, default=None,
         help="SHTE: sentences per extract (default: the run's extract_sentences)",
     )
     export.add_argument("--alignment-beta", type=float, default=0.8, help="PHT attention alignment β")
@@ -479,7 +521,7 @@ def add_parsers(subparsers):
         "(with --mbr: sampling-based minimum Bayes risk decoding)",
     )
     export.add_argument("--temperature", type=float, default=1.0, help="--sample: T")
-    export.add_argument("--top-k", type=int, default=0, help="--sample: top-k (0: off)")
+    export.add_argument("--top-k", type=non_negative_int, default=0, help="--sample: top-k (0: off)")
     export.add_argument("--top-p", type=float, default=1.0, help="--sample: nucleus p (1: off)")
     export.add_argument(
         "--epsilon", type=float, default=0.0,
@@ -512,7 +554,7 @@ def add_parsers(subparsers):
         help="write a PNG: attention per token (PHT/HT), snippets per segment "
         "(SEAL) or sentence scores (SHTE); needs matplotlib",
     )
-    summarize.add_argument("--batch-size", type=int, default=8)
+    summarize.add_argument("--batch-size", type=positive_int, default=8)
     summarize.add_argument("--jsonl", action="store_true", help="print JSON lines")
     summarize.add_argument(
         "--strict", action="store_true", help="fail on invalid UTF-8 instead of replacing it"

@@ -206,6 +206,18 @@ class SearchOptions:
     sampling: object = None
 
     def __post_init__(self):
+        for name, least in (("beam_size", 1), ("max_length", 1), ("min_length", 0),
+                            ("block_ngrams", 0), ("block_recent", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(
+                    f"SearchOptions: `{name}` must be an int >= {least}, received {value!r}."
+                )
+        if self.min_length > self.max_length:
+            raise ValueError(
+                f"SearchOptions: `min_length` ({self.min_length}) must not exceed "
+                f"`max_length` ({self.max_length}): no summary could end."
+            )
         if self.mbr and self.beam_size < 2:
             raise ValueError(
                 f"MBR reranking chooses among the beam's hypotheses (or the "

@@ -90,7 +90,7 @@ class TrainResult:
 
 def _split_file(folder, split):
     for name in _SPLIT_NAMES[split]:
-        for suffix in (".jsonl.gz", ".jsonl", ".json.gz", ".json"):
+        for suffix in (".jsonl.gz", ".jsonl", ".json.gz"):  # what read_examples reads
             path = os.path.join(folder, name + suffix)
             if os.path.exists(path):
                 return path
@@ -384,6 +384,43 @@ def resolved_config(recipe_name, config_name, config, data, strategy, init_from=
     return resolved
 
 
+# Settings that shape a model's weights: a warm start needs them equal.
+_WEIGHT_SHAPING = ("pointer_generator", "token_shift", "tie_embeddings", "layer_schedule",
+                   "use_coverage")
+
+
+def check_init_from(init_from, recipe_name, config):
+    """Raises a ValueError naming what differs when the run in `init_from`
+    cannot warm-start a `recipe_name` run with `config`: another recipe, or
+    other sizes (`*_dim`, `num_*` layers and heads) or structure
+    (pointer_generator, token_shift, ...). Runs without a readable
+    config.json are left to the weight loading's own check."""
+    path = os.path.join(init_from, "config.json")
+    try:
+        with open(path) as file:
+            source = json.load(file)
+    except (OSError, ValueError):
+        return
+    if source.get("recipe") and recipe_name and source["recipe"] != recipe_name:
+        raise ValueError(
+            f"--init-from {init_from!r} is a {source['recipe']!r} run; this is a "
+            f"{recipe_name!r} run. Warm-starting needs the same recipe."
+        )
+    theirs = source.get("config", {})
+    mine = dataclasses.asdict(config)
+    differences = {
+        name: (theirs[name], mine[name]) for name in sorted(mine)
+        if name in theirs and theirs[name] != mine[name] and name != "num_oov" and (
+            name.endswith("_dim") or name.startswith("num_") or name in _WEIGHT_SHAPING)
+    }
+    if differences:
+        raise ValueError(
+            f"--init-from {init_from!r} has other model sizes than this run "
+            f"(setting: (theirs, this run's)) {differences}; warm-starting needs "
+            "the same sizes: drop those --set overrides or choose another run."
+        )
+
+
 def warm_start(model, init_from, checkpoint="last"):
     """Loads the weights of the run in `init_from` into `model`.
 
@@ -428,12 +465,15 @@ def warm_start(model, init_from, checkpoint="last"):
             variable.assign(value)
 
 
-def _check_or_write_config(out, resolved, defaults=None):
+def _check_or_write_config(out, resolved, defaults=None, replace_untrained=False):
     """Writes `out/config.json`, or refuses a folder holding another run.
 
     `defaults` maps config field names to their defaults: a field that the
     stored config lacks (a run started before the field existed) and that
-    keeps its default is not a difference.
+    keeps its default is not a difference. With `replace_untrained`, a
+    folder whose run never wrote a training step (a command that failed on
+    a setting, the data or --init-from) takes the new configuration, and its
+    vocabulary is removed to be made again.
     """
     defaults = defaults or {}
     path = os.path.join(out, "config.json")
@@ -471,7 +511,17 @@ def _check_or_write_config(out, resolved, defaults=None):
         for name in ("config.epochs", "config.validation_steps",
                      "config.backup_every_steps", "config.keep_epoch_checkpoints"):
             differences.pop(name, None)
-        if differences:
+        if differences and replace_untrained and not _trained_anything(out):
+            # An earlier command failed before its first step (a bad
+            # setting, data or --init-from): nothing to resume, so the
+            # corrected command takes the folder; its vocabulary is trained
+            # (or copied) again for the new configuration.
+            print(f"{out!r} holds a configuration that never trained a step; "
+                  f"replacing it ({sorted(differences)} changed).")
+            vocabulary = os.path.join(out, "vocabulary.model")
+            if os.path.exists(vocabulary):
+                os.remove(vocabulary)
+        elif differences:
             raise ValueError(
                 f"{out!r} already holds a run with another configuration "
                 f"(field: (old, new)) {differences}. Run the same command to "
@@ -483,6 +533,40 @@ def _check_or_write_config(out, resolved, defaults=None):
     with open(temporary, "w") as file:
         json.dump(resolved, file, indent=2, sort_keys=True)
     os.replace(temporary, path)
+
+
+def _check_trainable(source):
+    """Raises a ValueError unless `source` (a path or a list of `Example`)
+    holds an example with source text and a reference summary: without one
+    the pipeline yields no batch and `fit` would "train" on nothing. Reads
+    only up to the first such example."""
+    examples = (read_examples(source, skip_invalid=True)
+                if isinstance(source, (str, os.PathLike)) else source)
+    read = without_summary = 0
+    for example in examples:
+        read += 1
+        if not example.summary.strip():
+            without_summary += 1
+        elif example.sentences():
+            return
+    raise ValueError(
+        f"The training data has no example with both source text and a reference "
+        f"summary ({read} read from "
+        + (f"{len(source)} training examples" if isinstance(source, list)
+           else repr(os.fspath(source)))
+        + f", {without_summary} without a summary); training needs (document, "
+        "summary) pairs."
+    )
+
+
+def _trained_anything(out):
+    """Whether the run folder holds anything a training step wrote: a
+    checkpoint, a history or a backup."""
+    if any(os.path.exists(os.path.join(out, name))
+           for name in ("model.keras", "best.keras", "history.json")):
+        return True
+    backup = os.path.join(out, "backup")
+    return os.path.isdir(backup) and bool(os.listdir(backup))
 
 
 def _history(out):
@@ -569,6 +653,12 @@ def train(
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"Unknown strategy {strategy!r}; expected one of {list(STRATEGIES)}.")
+    for name in ("epochs", "steps_per_epoch"):
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"`{name}` must be an int >= 1, received {value!r}.")
+    if max_minutes is not None and not max_minutes > 0:
+        raise ValueError(f"`max_minutes` must be None or > 0, received {max_minutes!r}.")
     monitor = config.checkpoint_monitor
     check_checkpoint_monitor(monitor)
     reinforce = sequence_objective(config)
@@ -584,13 +674,16 @@ def train(
             f"--init-checkpoint {init_checkpoint} chooses the weights of --init-from, "
             "which was not given."
         )
-    os.makedirs(out, exist_ok=True)
     recipe_name = recipe_name or recipe.__name__.rsplit(".", 1)[-1]
+    if init_from is not None:
+        check_init_from(init_from, recipe_name, config)
+    os.makedirs(out, exist_ok=True)
     _check_or_write_config(
         out,
         resolved_config(recipe_name, config_name, config, data, strategy, init_from,
                         init_checkpoint),
         defaults={field.name: field.default for field in dataclasses.fields(config)},
+        replace_untrained=True,
     )
     # MultiWorkerMirroredStrategy must be created before TensorFlow runs
     # anything (it configures the collective ops of the eager context).
@@ -606,6 +699,7 @@ def train(
         out, train_source, config.vocabulary_size, init_from=init_from
     )
     train_source = training_source(train_source, config.train_references)
+    _check_trainable(train_source)
 
     def make_train_data():
         # A fresh dataset per use: a shuffled dataset reshuffles for every
@@ -625,7 +719,8 @@ def train(
     if not fit_val_data.cardinality():
         raise ValueError(
             f"The validation data yielded no example: {_describe(val_source)}. "
-            "Give a validation split with readable examples, or set "
+            "Give a validation split with readable examples that have reference "
+            "summaries, or set "
             "validation_holdout to validate on part of the training data."
         )
     if strategy in ("mirrored", "multi_worker"):

@@ -99,6 +99,12 @@ def test_invalid_lines_and_textless_examples_are_reported(tmp_path, capsys):
     assert report["num_examples"] == 2
     assert [e["id"] for e in report["examples"]] == [
         json.loads(lines[0])["id"], json.loads(lines[1])["id"]]
+    unreferenced = dict(record, id="no-reference", summary="", references=[])
+    data.write_text("\n".join([lines[0], json.dumps(unreferenced), lines[1]]) + "\n")
+    assert cli.run(_parse(["evaluate", "--baseline", "lead3", "--data", str(data),
+                           "--out", str(out)])) == 0
+    assert "1 of 3 examples" in capsys.readouterr().err
+    assert json.load(open(out))["num_examples"] == 2
     data.write_text("\n".join([lines[0], '{"id": "broken", "documents": 3}']) + "\n")
     assert cli.run(_parse(["evaluate", "--baseline", "lead3", "--data", str(data)])) == 1
     err = capsys.readouterr().err
@@ -110,3 +116,26 @@ def gzip_lines(path):
 
     with gzip.open(path, "rt", encoding="utf-8") as f:
         return [line.strip() for line in f if line.strip()]
+
+
+def test_bad_numbers_and_unwritable_outputs_fail_before_scoring(tmp_path, capsys):
+    data = sample_path("fewsum_yelp", "val")
+    for flag, value in (("--num-resamples", "0"), ("--max-examples", "-1"),
+                        ("--max-sentences", "0"), ("--max-words", "-3"),
+                        ("--batch-size", "0")):
+        with pytest.raises(SystemExit):
+            _parse(["evaluate", "--baseline", "lead3", "--data", data, flag, value])
+        assert f"argument {flag}: expected an int >=" in capsys.readouterr().err
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    for flag in ("--out", "--markdown", "--plot"):
+        target = str(blocker / "report.json")  # a folder inside a file
+        assert cli.run(_parse(["evaluate", "--baseline", "lead3", "--data", data,
+                               flag, target])) == 2
+        captured = capsys.readouterr()
+        assert f"evaluate: error: {flag} " in captured.err and "cannot create" in captured.err
+        assert "ROUGE" not in captured.out  # nothing was scored
+    markdown = tmp_path / "new" / "table.md"
+    assert cli.run(_parse(["evaluate", "--baseline", "lead3", "--data", data,
+                           "--markdown", str(markdown)])) == 0
+    assert markdown.read_text().startswith("|")

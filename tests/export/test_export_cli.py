@@ -135,6 +135,30 @@ def test_summarize_text_and_jsonl_with_explain(exported, tmp_path, capsys, real_
     assert all((tmp_path / f"many-{i}.png").exists() for i in (1, 2, 3))
 
 
+def test_summarize_says_which_files_it_did_not_read_and_checks_explain(
+        exported, tmp_path, capsys):
+    folder = tmp_path / "inputs"
+    folder.mkdir()
+    (folder / "a.txt").write_text("The committee met on Monday. It discussed the budget.\n")
+    (folder / "notes.md").write_text("# not read")
+    (folder / "data.json").write_text("[]")
+    assert run_command("summarize", "--model", exported, folder) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("[a.txt] ")
+    assert "2 file(s) of" in captured.err and "['data.json', 'notes.md']" in captured.err
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert run_command("summarize", "--model", exported, folder,
+                       "--explain", blocker / "x.png") == 1
+    captured = capsys.readouterr()
+    assert "--explain" in captured.err and "cannot create" in captured.err
+    assert not captured.out  # refused before summarizing
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"caf\xe9 menu. Fine food.\n")
+    assert run_command("summarize", "--model", exported, bad, "--strict") == 1
+    assert "drop --strict" in capsys.readouterr().err
+
+
 def test_summarize_matches_the_loaded_signature(exported, tmp_path):
     import tensorflow as tf
 
@@ -191,6 +215,39 @@ def test_export_errors_are_clear(tmp_path, capsys, pht_run):
     assert run_command("summarize", "--model", tmp_path / "nowhere",
                        tmp_path / "missing.txt") == 1
     assert "error" in capsys.readouterr().err
+    assert run_command("export", "--run", pht_run, "--out", tmp_path / "out",
+                       "--predictor-run", tmp_path / "incomplete") == 1
+    assert "--predictor-run '" in capsys.readouterr().err
+
+
+def test_damaged_run_folders_are_named(tmp_path, pht_run):
+    """A broken config.json, one without a recipe, one of another version
+    and a truncated model.keras: each a ValueError naming the file."""
+    import shutil
+
+    from keras_hsum.export.cli import load_run
+
+    def damaged(name, config_text=None, truncate=False):
+        folder = tmp_path / name
+        shutil.copytree(pht_run, folder)
+        if config_text is not None:
+            (folder / "config.json").write_text(config_text)
+        if truncate:
+            data = (folder / "model.keras").read_bytes()
+            (folder / "model.keras").write_bytes(data[: len(data) // 2])
+        return str(folder)
+
+    stored = json.loads((pht_run / "config.json").read_text())
+    cases = [
+        (damaged("not_json", "{\n"), r"config\.json is not valid JSON"),
+        (damaged("no_recipe", json.dumps({"config": {}})), "names no recipe"),
+        (damaged("newer", json.dumps({**stored, "config": {**stored["config"], "bogus": 1}})),
+         r"settings that recipe 'pht' does not know, \['bogus'\]"),
+        (damaged("truncated", truncate=True), "cannot load model.keras: .*truncated or corrupt"),
+    ]
+    for folder, message in cases:
+        with pytest.raises(ValueError, match=message):
+            load_run(folder)
 
 
 def test_export_with_mbr_serves_the_hypothesis_of_highest_expected_rouge(

@@ -353,4 +353,6 @@ def test_init_from_warm_starts_from_another_runs_vocabulary_and_weights(corpus, 
         RECIPE, data, wider, epochs=1, steps_per_epoch=1, overrides=("intermediate_dim=48",)
     ) + ["--init-from", source])
     assert result.returncode == 1
-    assert "do not fit this model" in result.stderr and "same recipe and the same sizes" in result.stderr
+    # Refused from the two config.json files, before any weight is read.
+    assert "has other model sizes than this run" in result.stderr, result.stderr[-2000:]
+    assert "'intermediate_dim': (" in result.stderr and ", 48)}" in result.stderr

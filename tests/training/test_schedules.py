@@ -74,8 +74,10 @@ def test_parse_overrides_types_none_and_unknown_keys():
         parse_overrides(config, ["dropot=0.1"])
     with pytest.raises(ValueError, match="key=value"):
         parse_overrides(config, ["epochs"])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="--set epochs expects an int, received 'three'"):
         parse_overrides(config, ["epochs=three"])
+    with pytest.raises(ValueError, match="--set dropout expects a number, received 'x'"):
+        parse_overrides(config, ["dropout=x"])
 
 
 def test_parse_overrides_tuple_fields():
