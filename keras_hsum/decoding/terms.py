@@ -31,6 +31,7 @@ that take per-example tensors ([B,P]) must be built where those tensors
 live (inside the same `tf.function` as the search, when tracing).
 """
 
+import numbers
 from typing import NamedTuple
 
 from keras import ops
@@ -108,6 +109,13 @@ def _block(log_probs, blocked):
     return ops.where(blocked, ops.cast(NEG_INF, log_probs.dtype), log_probs)
 
 
+def _int_at_least(value, least, term, name):
+    """`value` as an int >= `least`, or a ValueError naming the term."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+        raise ValueError(f"{term}: {name} must be an int >= {least}, received {value!r}.")
+    return int(value)
+
+
 def _vocab_ids(log_probs):
     return ops.arange(ops.shape(log_probs)[-1], dtype="int32")
 
@@ -124,6 +132,10 @@ class LengthNormalization(ScoreTerm):
     """
 
     def __init__(self, alpha=None):
+        if alpha is not None and (isinstance(alpha, bool) or not isinstance(alpha, numbers.Real)):
+            raise ValueError(
+                f"LengthNormalization: alpha must be None or a number, received {alpha!r}."
+            )
         self.alpha = alpha
 
     def length_penalty(self, lengths):
@@ -142,7 +154,7 @@ class MinLength(ScoreTerm):
     """
 
     def __init__(self, min_length):
-        self.min_length = int(min_length)
+        self.min_length = _int_at_least(min_length, 0, "MinLength", "min_length")
 
     def mask_log_probs(self, log_probs, state, context):
         early = ops.less(context.index, self.min_length)
@@ -210,9 +222,7 @@ class NgramBlocking(ScoreTerm):
     """
 
     def __init__(self, n=3):
-        if n < 1:
-            raise ValueError(f"NgramBlocking: n must be >= 1, received {n}.")
-        self.n = int(n)
+        self.n = _int_at_least(n, 1, "NgramBlocking", "n")
 
     def mask_log_probs(self, log_probs, state, context):
         n = self.n
@@ -256,8 +266,10 @@ class RecentTokenBlocking(ScoreTerm):
     """
 
     def __init__(self, window=2, exceptions=()):
-        self.window = int(window)
-        self.exceptions = tuple(int(i) for i in exceptions)
+        self.window = _int_at_least(window, 1, "RecentTokenBlocking", "window")
+        self.exceptions = tuple(
+            _int_at_least(i, 0, "RecentTokenBlocking", "exceptions") for i in exceptions
+        )
 
     def mask_log_probs(self, log_probs, state, context):
         index = ops.cast(context.index, "int32")
@@ -298,7 +310,17 @@ class _AccumulatedAttention(ScoreTerm):
                 f"`{self.aux_key}`; received keys {sorted(aux)}. Pass "
                 "aux_key= naming a float [B,P] per-step attention entry."
             )
-        return ops.cast(aux[self.aux_key], "float32")
+        attention = ops.cast(aux[self.aux_key], "float32")
+        width = attention.shape[-1]
+        if (isinstance(self.num_paragraphs, int) and width is not None
+                and int(width) != self.num_paragraphs):
+            raise ValueError(
+                f"{type(self).__name__} is set for P={self.num_paragraphs} paragraphs, "
+                f"but the model's step aux `{self.aux_key}` has P={int(width)} (its last "
+                "axis): build the term from this batch's features (e.g. η̂ [B,P] of "
+                "the same inputs)."
+            )
+        return attention
 
     def initial_state(self, batch_size, beam_size):
         return (ops.zeros((batch_size, beam_size, self.num_paragraphs), "float32"),)
@@ -372,6 +394,11 @@ class AttentionAlignment(_AccumulatedAttention):
     def __init__(self, eta_hat, beta=0.8, paragraph_mask=None,
                  aux_key="paragraph_attention"):
         eta_hat = ops.cast(eta_hat, "float32")
+        if len(eta_hat.shape) != 2:
+            raise ValueError(
+                f"{type(self).__name__}: η̂ must be float [B,P], received shape "
+                f"{tuple(eta_hat.shape)}."
+            )
         if paragraph_mask is None:
             paragraph_mask = ops.greater(eta_hat, 0.0)
         super().__init__(eta_hat.shape[-1], aux_key, paragraph_mask)

@@ -325,3 +325,28 @@ def test_bad_search_arguments_are_clear_errors():
     # numpy ints are sizes too.
     out = beam_search(model, features, beam_size=np.int64(2), max_length=np.int32(3))
     assert_well_formed(out, 2, 2, 3)
+
+
+def test_terms_name_bad_settings_and_a_paragraph_count_of_another_batch():
+    from keras_hsum.decoding import CoveragePenalty
+    from keras_hsum.decoding import MinLength
+    from keras_hsum.decoding import RecentTokenBlocking
+
+    for make, message in [
+        (lambda: RecentTokenBlocking(-1), "RecentTokenBlocking: window must be an int >= 1"),
+        (lambda: RecentTokenBlocking(2, exceptions=[-3]), "exceptions must be an int >= 0"),
+        (lambda: NgramBlocking(2.5), "NgramBlocking: n must be an int >= 1, received 2.5"),
+        (lambda: MinLength(-1), "MinLength: min_length must be an int >= 0"),
+        (lambda: LengthNormalization("x"), "alpha must be None or a number"),
+        (lambda: AttentionAlignment(np.ones(4, "float32")), r"η̂ must be float \[B,P\]"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            make()
+    model, inputs = pht_model(), paragraph_inputs()
+    built(model, inputs)
+    eta_hat = np.full((2, 3), 1 / 3, "float32")  # P=3; the batch has P=4
+    for term in (AttentionAlignment(eta_hat), CoveragePenalty(3)):
+        with pytest.raises(ValueError, match=f"{type(term).__name__} is set for P=3 "
+                                             "paragraphs, but the model's step aux "
+                                             "`paragraph_attention` has P=4"):
+            beam_search(model, inputs, beam_size=2, max_length=4, terms=[term])
