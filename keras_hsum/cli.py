@@ -195,6 +195,12 @@ def _train(args):
 def _demo(args):
     from keras_hsum import demo
 
+    try:
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as error:
+        print(f"keras-hsum demo: error: --out {args.out!r}: cannot create it "
+              f"({error.strerror or error}).", file=sys.stderr)
+        return 1
     return demo.run(
         out_dir=args.out, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch
     )

@@ -70,8 +70,11 @@ def test_vocab_and_structure_errors_are_one_line(tmp_path):
     naming what was expected, not a traceback."""
     empty = tmp_path / "empty"
     empty.mkdir()
+    blocker = tmp_path / "file"
+    blocker.write_text("")
     data = sample_path("fewsum_amazon", "train")
     cases = [
+        (("demo", "--out", str(blocker / "demo")), "cannot create it"),
         (("vocab", "--data", str(tmp_path / "missing"), "--out", "v.model"), "does not exist"),
         (("vocab", "--data", str(empty), "--out", "v.model"), "no non-empty sentence"),
         (("structure", "--data", data, "--vocab", str(tmp_path / "none.model")),

@@ -78,6 +78,8 @@ def split_sentences(text):
     >>> split_sentences("See Fig. 3 for details. It costs 3.5 dollars.")
     ['See Fig. 3 for details.', 'It costs 3.5 dollars.']
     """
+    if not isinstance(text, str):
+        raise TypeError(f"split_sentences expects a str, received {type(text).__name__}.")
     text = text.strip()
     if not text:
         return []

@@ -500,6 +500,10 @@ def build_target(summary, vocabulary, max_length, report=None):
             f"`max_length` must be an int >= 3 (BOS, a token, EOS), "
             f"received {max_length!r}."
         )
+    if summary is not None and not isinstance(summary, str):
+        raise TypeError(
+            f"build_target expects the summary as a str, received {type(summary).__name__}."
+        )
     ids = vocabulary.encode(summary) if summary else []
     if not ids:
         raise EmptySummaryError(

@@ -205,6 +205,12 @@ def search(
     # index 0 runs before the loop: it fixes V' and the aux shapes.
     first_ids = ops.full((batch_size * K,), bos_id, "int32")
     logits, leaves, aux = call_step(first_ids, index0, state_leaves)
+    vocabulary = logits.shape[-1]
+    if vocabulary is not None and isinstance(eos_id, int) and not 0 <= eos_id < vocabulary:
+        raise ValueError(
+            f"search: `eos_id` {eos_id} is not one of the model's {vocabulary} "
+            "token ids, so no hypothesis could end."
+        )
     aux_names, aux_values = _flatten_aux(aux)
 
     def zeros_buffer(value):

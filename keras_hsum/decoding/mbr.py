@@ -158,6 +158,13 @@ def mbr_rerank(result, *, eos_id, pad_id=0, orders=(1, 2)):
         >>> out = beam_search(model, batch, beam_size=8, max_length=64)
         >>> best = mbr_rerank(out, eos_id=model.eos_id)["sequences"][:, 0]
     """
+    missing = [key for key in ("sequences", "lengths", "scores")
+               if not isinstance(result, dict) or key not in result]
+    if missing:
+        raise ValueError(
+            f"mbr_rerank expects the dict of a search (beam_search, sample_search) "
+            f"with `sequences`, `lengths` and `scores`; missing {missing}."
+        )
     utility = expected_utility(
         result["sequences"], result["lengths"], result["scores"],
         eos_id=eos_id, pad_id=pad_id, orders=orders,

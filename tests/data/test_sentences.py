@@ -173,3 +173,9 @@ def test_recovers_the_original_split_of_real_paragraphs(
     assert total > 100
     assert exact / total >= min_exact, (exact, total)
     assert true_positive / predicted >= min_precision
+
+
+def test_text_that_is_not_a_str_is_a_type_error():
+    for text in (None, ["One.", "Two."], b"One. Two."):
+        with pytest.raises(TypeError, match="expects a str, received"):
+            split_sentences(text)

@@ -619,6 +619,14 @@ def test_empty_summary_raises(vocabulary, summary):
         structure.build_target(summary, vocabulary, 16)
 
 
+def test_a_summary_that_is_not_text_is_a_type_error(vocabulary):
+    with pytest.raises(EmptySummaryError):
+        structure.build_target(None, vocabulary, 16)  # no summary: counted as empty
+    for summary in (["A list", "of sentences."], b"bytes", 3):
+        with pytest.raises(TypeError, match="summary as a str, received"):
+            structure.build_target(summary, vocabulary, 16)
+
+
 @pytest.mark.parametrize("max_units, max_tokens", [(0, 8), (4, 0), (2.5, 8), (4, None)])
 def test_invalid_limits_are_rejected(vocabulary, max_units, max_tokens):
     example = make_example([[["A sentence."]]])

@@ -350,3 +350,15 @@ def test_terms_name_bad_settings_and_a_paragraph_count_of_another_batch():
                                              "paragraphs, but the model's step aux "
                                              "`paragraph_attention` has P=4"):
             beam_search(model, inputs, beam_size=2, max_length=4, terms=[term])
+
+
+def test_an_eos_outside_the_vocabulary_and_a_result_without_lengths_are_named():
+    from keras_hsum.decoding import mbr_rerank
+
+    features = flat_inputs()
+    model = built(flat_model(), features)
+    with pytest.raises(ValueError, match=f"`eos_id` 999 is not one of the model's {V} token"):
+        greedy_search(model, features, max_length=3, eos_id=999)
+    out = beam_search(model, features, beam_size=2, max_length=3)
+    with pytest.raises(ValueError, match=r"missing \['lengths'\]"):
+        mbr_rerank({k: v for k, v in out.items() if k != "lengths"}, eos_id=model.eos_id)
