@@ -17,9 +17,10 @@ precede explains them), the others are re-issued, the model is left unbuilt
 error propagates. Later calls (the model built) run untouched.
 
 Recording keeps the warning filters in force (an ignored warning stays
-ignored, an "error" filter still raises). Recording swaps the process-wide warning handler for the duration
-of that one call (`warnings.catch_warnings`), as any test of warnings does;
-build a model in one thread before sharing it between threads.
+ignored, an "error" filter still raises). It swaps the process-wide warning
+handler for the duration of that one call (`warnings.catch_warnings`), as any
+test of warnings does; build a model in one thread before sharing it between
+threads.
 """
 
 import warnings

@@ -42,7 +42,8 @@ def test_agreeing_features_pass_and_unknown_sizes_are_not_compared():
      r"same batch size B .*'token_mask': 1, 'tokens': 2"),
     (dict(decoder_tokens=np.ones((3, 5), "int32")), r"'decoder_tokens': 3"),
     (dict(token_mask=np.ones((2, 3, 5), bool)),
-     r"`token_mask` must have shape \(2, 3, 4\) \(from `tokens` \(2, 3, 4\)\), received \(2, 3, 5\)"),
+     r"`token_mask` must have shape \(2, 3, 4\) \(from `tokens` \(2, 3, 4\)\), "
+     r"received \(2, 3, 5\)"),
     (dict(paragraph_mask=np.ones((2, 2), bool)),
      r"`paragraph_mask` must have shape \(2, 3\)"),
 ])
