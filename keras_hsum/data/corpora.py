@@ -23,6 +23,11 @@ DATASETS = (
     "scitldr_a",
     "cnndm",
 )
+SPLIT_FILE_STEMS = {"train": ("train",), "val": ("val", "validation", "dev"), "test": ("test",)}
+"""The file stems a folder of splits may use for each split, in order of
+preference (`train.jsonl.gz`, `validation.jsonl`, ...): read by the trainer
+to find a `--data` folder's splits, and by evaluate to tell a folder of
+splits from a folder of corpus files."""
 
 
 def _file(root, name, split):

@@ -35,6 +35,7 @@ import typing
 import numpy as np
 from rouge_score import scoring
 
+from keras_hsum.checks import check_int
 from keras_hsum.data.reader import Document
 from keras_hsum.data.reader import Section
 from keras_hsum.data.rouge_overlap import RougeReference
@@ -125,15 +126,7 @@ def summary_segments(summary, segment_length, vocabulary=None):
     Returns:
         A list of M = ceil(len(tokens) / L_seg) str.
     """
-    if (
-        not isinstance(segment_length, (int, np.integer))
-        or isinstance(segment_length, bool)
-        or segment_length < 1
-    ):
-        raise ValueError(
-            "`segment_length` (L_seg) must be a positive int, received "
-            f"{segment_length!r}."
-        )
+    segment_length = check_int("segment_length", segment_length, hint=" (L_seg)")
     if vocabulary is not None:
         ids = vocabulary.encode(summary)
         return [
@@ -370,13 +363,7 @@ def greedy_oracle_steps(
         the one before; ties between sentences go to the earliest.
     """
     orders = _orders(metric)
-    if max_sentences is not None and (
-        not isinstance(max_sentences, (int, np.integer)) or max_sentences < 0
-    ):
-        raise ValueError(
-            "`max_sentences` must be None or a non-negative int, received "
-            f"{max_sentences!r}."
-        )
+    max_sentences = check_int("max_sentences", max_sentences, 0, allow_none=True)
     reference_list = _references(references)
     tokens = [rouge_tokens(s) for s in sentences]
     state = _GreedyState(tokens, reference_list, orders)
@@ -539,21 +526,8 @@ def shte_pairs(examples, negatives_per_positive=1, seed=0, buffer_size=None):
         EmptySummaryError: for an example without a summary.
         ValueError: when a window holds too few distinct other summaries.
     """
-    if (
-        not isinstance(negatives_per_positive, (int, np.integer))
-        or negatives_per_positive < 0
-    ):
-        raise ValueError(
-            "`negatives_per_positive` must be a non-negative int, received "
-            f"{negatives_per_positive!r}."
-        )
-    if buffer_size is not None and (
-        not isinstance(buffer_size, (int, np.integer)) or buffer_size < 1
-    ):
-        raise ValueError(
-            "`buffer_size` must be None or a positive int, received "
-            f"{buffer_size!r}."
-        )
+    negatives_per_positive = check_int("negatives_per_positive", negatives_per_positive, 0)
+    buffer_size = check_int("buffer_size", buffer_size, allow_none=True)
     rng = np.random.default_rng(seed)
     previous = []
     for window in _batches(examples, buffer_size):
@@ -659,12 +633,8 @@ def principal_sentence_examples(examples, max_words=250, min_sentences=3, remove
         `Example`s with ids `"<id>#p<i>"`, i counting the passages of one
         example from 0 (including those too short to yield).
     """
-    if not isinstance(max_words, int) or max_words < 1:
-        raise ValueError(f"`max_words` must be an int >= 1, received {max_words!r}.")
-    if not isinstance(min_sentences, int) or min_sentences < 2:
-        raise ValueError(
-            f"`min_sentences` must be an int >= 2, received {min_sentences!r}."
-        )
+    max_words = check_int("max_words", max_words)
+    min_sentences = check_int("min_sentences", min_sentences, 2)
     for example in examples:
         index = 0
         for document in example.documents:

@@ -59,6 +59,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from keras_hsum.checks import check_int
 from keras_hsum.data import reader as reader_lib
 from keras_hsum.data import structure
 from keras_hsum.data.ranking import rouge2_recall_targets
@@ -367,19 +368,9 @@ def _check_arguments(
     if family != "flat":
         limits.append(("max_units", max_units))
     for name, value in limits:
-        if not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(
-                f"`{name}` must be a positive int for family {family!r}, "
-                f"received {value!r}."
-            )
-    if max_target_length is not None and (
-        not isinstance(max_target_length, (int, np.integer))
-        or max_target_length < 3
-    ):
-        raise ValueError(
-            "`max_target_length` must be None or an int >= 3 (BOS, a token, "
-            f"EOS), received {max_target_length!r}."
-        )
+        check_int(name, value, owner=f"family {family!r}")
+    check_int("max_target_length", max_target_length, 3, allow_none=True,
+              hint=" (BOS, a token, EOS)")
     extras = list(extras or ())
     for extra in extras:
         if not callable(extra):
@@ -830,26 +821,14 @@ def make_dataset(
             f"make_dataset source {os.fspath(source)!r} does not exist; expected a "
             "JSONL/text file, a folder of them, or a collection of Example."
         )
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or (
-        batch_size < 1
-    ):
-        raise ValueError(f"`batch_size` must be a positive int, received {batch_size!r}.")
-    if not isinstance(shuffle_buffer, (int, np.integer)) or shuffle_buffer < 0:
-        raise ValueError(
-            "`shuffle_buffer` must be an int >= 0 (0: no shuffling), received "
-            f"{shuffle_buffer!r}."
-        )
+    batch_size = check_int("batch_size", batch_size)
+    shuffle_buffer = check_int("shuffle_buffer", shuffle_buffer, 0, hint=" (0: no shuffling)")
     if not hasattr(vocabulary, "encode_batch") or not hasattr(vocabulary, "pad_id"):
         raise ValueError(
             "`vocabulary` must be a keras_hsum.data.Vocabulary (e.g. "
             f"Vocabulary.load(path)); received {type(vocabulary).__name__}."
         )
-    if max_examples is not None and (
-        not isinstance(max_examples, (int, np.integer)) or max_examples < 1
-    ):
-        raise ValueError(
-            f"`max_examples` must be None or a positive int, received {max_examples!r}."
-        )
+    max_examples = check_int("max_examples", max_examples, allow_none=True)
     if pad_to_max and bucket_boundaries:
         raise ValueError(
             "pad_to_max=True pads every batch to the maxima, which makes "

@@ -23,6 +23,7 @@ import io
 import json
 import os
 
+from keras_hsum.checks import check_int
 from keras_hsum.data.sentences import split_sentences
 
 
@@ -498,10 +499,7 @@ def leave_one_out_examples(examples, min_documents=3):
     Yields:
         `Example`s with ids `"<id>#loo<i>"`.
     """
-    if not isinstance(min_documents, int) or min_documents < 2:
-        raise ValueError(
-            f"`min_documents` must be an int >= 2, received {min_documents!r}."
-        )
+    min_documents = check_int("min_documents", min_documents, 2)
     for example in examples:
         documents = example.documents
         if len(documents) < min_documents:

@@ -32,6 +32,7 @@ import typing
 
 import numpy as np
 
+from keras_hsum.checks import check_int
 from keras_hsum.data.labels import greedy_oracle_steps
 from keras_hsum.data.ranking import TfidfModel
 from keras_hsum.data.ranking import words
@@ -59,12 +60,7 @@ class EmptyDocumentError(ValueError):
 
 def _check_budget(max_sentences, max_words):
     for name, value in (("max_sentences", max_sentences), ("max_words", max_words)):
-        if value is not None and (
-            not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1
-        ):
-            raise ValueError(
-                f"`{name}` must be None or a positive int, received {value!r}."
-            )
+        check_int(name, value, allow_none=True)
     if max_sentences is None and max_words is None:
         raise ValueError(
             "A baseline needs a budget: pass `max_sentences` and/or "
@@ -312,8 +308,7 @@ def oracle(example, max_sentences=None, max_words=None, references=None):
         the references).
     """
     for name, value in (("max_sentences", max_sentences), ("max_words", max_words)):
-        if value is not None and (not isinstance(value, (int, np.integer)) or value < 1):
-            raise ValueError(f"`{name}` must be None or a positive int, received {value!r}.")
+        check_int(name, value, allow_none=True)
     sentences = _sentences(example)
     if references is None:
         references = list(example.references) or [example.summary]

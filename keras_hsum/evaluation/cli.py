@@ -28,6 +28,7 @@ import sys
 from keras_hsum.argtypes import non_negative_int
 from keras_hsum.argtypes import positive_int
 from keras_hsum.argtypes import unwritable_output
+from keras_hsum.checks import check_int
 
 
 def add_parser(subparsers):
@@ -93,11 +94,6 @@ def add_parser(subparsers):
     return parser
 
 
-# File stems that mark a folder as one of split files (train.jsonl.gz, ...),
-# not a folder of corpus files to read whole.
-_SPLIT_STEMS = ("train", "val", "validation", "dev", "test")
-
-
 def _jsonl_stems(folder):
     stems = set()
     for name in os.listdir(folder):
@@ -122,8 +118,11 @@ def resolve_data(data, split):
             candidate = os.path.join(data, name)
             if os.path.isfile(candidate):
                 return candidate
+        from keras_hsum.data.corpora import SPLIT_FILE_STEMS
+
+        # Split files mark a folder of splits, never read whole.
         stems = _jsonl_stems(data)
-        if any(stem in _SPLIT_STEMS for stem in stems):
+        if any(stem in names for names in SPLIT_FILE_STEMS.values() for stem in stems):
             raise FileNotFoundError(
                 f"--data folder {data!r} holds the splits {stems} but no "
                 f"{split}.jsonl or {split}.jsonl.gz; expected --split to be one of them."
@@ -176,6 +175,7 @@ def model_system(path, batch_size=8, name=None, verbose=True):
     from keras_hsum.export.cli import load_saved_model
     from keras_hsum.export.cli import summarize_examples
 
+    batch_size = check_int("batch_size", batch_size)
     if not os.path.exists(path):
         raise FileNotFoundError(
             f"--model {path!r} does not exist; expected a SavedModel folder "
@@ -233,10 +233,6 @@ def run(args):
             "expected at most one name per model.",
             file=sys.stderr,
         )
-        return 2
-    if args.batch_size < 1:
-        print(f"evaluate: --batch-size must be >= 1, received {args.batch_size}.",
-              file=sys.stderr)
         return 2
     try:
         path = resolve_data(args.data, args.split)

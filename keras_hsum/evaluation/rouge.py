@@ -28,6 +28,7 @@ import re
 import numpy as np
 from rouge_score import rouge_scorer
 
+from keras_hsum.checks import check_int
 from keras_hsum.data.sentences import split_sentences
 
 METRICS = ("rouge1", "rouge2", "rougeL", "rougeLsum")
@@ -247,10 +248,7 @@ def _values(values):
 
 
 def _check_bootstrap(num_resamples, confidence):
-    if not isinstance(num_resamples, (int, np.integer)) or num_resamples < 1:
-        raise ValueError(
-            f"`num_resamples` must be a positive int, received {num_resamples!r}."
-        )
+    check_int("num_resamples", num_resamples)
     if not 0.0 < confidence < 1.0:
         raise ValueError(
             f"`confidence` must lie in (0, 1), e.g. 0.95; received {confidence!r}."

@@ -56,6 +56,8 @@ import sys
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from keras_hsum.checks import check_int
+
 FAMILIES = ("paragraphs", "sections", "snippets", "sentences", "flat")
 
 # The family options each builder of `keras_hsum.data.structure` accepts.
@@ -228,11 +230,7 @@ class TextStructurer(tf.Module):
         if family != "flat":
             limits.append(("max_units", max_units))
         for name, value in limits:
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(
-                    f"`{name}` must be a positive int for family {family!r}, "
-                    f"received {value!r}."
-                )
+            check_int(name, value, owner=f"family {family!r}")
         allowed = _FAMILY_OPTIONS[family]
         unknown = sorted(set(family_options) - set(allowed))
         if unknown:
@@ -250,14 +248,8 @@ class TextStructurer(tf.Module):
                 "`pack` must be 'paragraph' or 'section', received "
                 f"{options['pack']!r}."
             )
-        if "context_length" in options and (
-            not isinstance(options["context_length"], int)
-            or options["context_length"] < 1
-        ):
-            raise ValueError(
-                "`context_length` must be a positive int, received "
-                f"{options['context_length']!r}."
-            )
+        if "context_length" in options:
+            check_int("context_length", options["context_length"])
         from keras_hsum.data.vocabulary import Vocabulary
 
         vocabulary = Vocabulary(bytes(vocabulary_proto))

@@ -38,6 +38,8 @@ import tempfile
 
 import tensorflow as tf
 
+from keras_hsum.checks import check_int
+
 DEFAULT_SIGNATURE = "serving_default"
 CONTEXT_SIGNATURE = "summarize_with_context"
 EXTRACT_SIGNATURE = "extract"
@@ -208,11 +210,8 @@ class SearchOptions:
     def __post_init__(self):
         for name, least in (("beam_size", 1), ("max_length", 1), ("min_length", 0),
                             ("block_ngrams", 0), ("block_recent", 0)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ValueError(
-                    f"SearchOptions: `{name}` must be an int >= {least}, received {value!r}."
-                )
+            value = check_int(name, getattr(self, name), least, owner="SearchOptions")
+            object.__setattr__(self, name, value)  # a numpy int as a Python int
         if self.min_length > self.max_length:
             raise ValueError(
                 f"SearchOptions: `min_length` ({self.min_length}) must not exceed "
@@ -576,9 +575,7 @@ def export_saved_model(module, base_path, *, version=None, metadata=None,
         FileExistsError: `version` already exists.
     """
     base_path = os.fspath(base_path)
-    version = next_version(base_path) if version is None else int(version)
-    if version < 1:
-        raise ValueError(f"`version` must be a positive int, received {version}.")
+    version = next_version(base_path) if version is None else check_int("version", version)
     path = os.path.join(base_path, str(version))
     if os.path.exists(path):
         raise FileExistsError(

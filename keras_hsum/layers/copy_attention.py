@@ -5,6 +5,7 @@ import math
 import keras
 from keras import ops
 
+from keras_hsum.checks import check_int
 from keras_hsum.layers.input_checks import check_dims
 from keras_hsum.layers.input_checks import check_rank
 from keras_hsum.layers.masking import as_bool_mask
@@ -82,12 +83,7 @@ class CopyAttention(keras.layers.Layer):
 
     def __init__(self, key_dim=None, kernel_initializer="glorot_uniform", **kwargs):
         super().__init__(**kwargs)
-        if key_dim is not None and int(key_dim) < 1:
-            raise ValueError(
-                f"{self.name}: `key_dim` must be None or a positive int, "
-                f"received {key_dim!r}."
-            )
-        self.key_dim = key_dim
+        self.key_dim = check_int("key_dim", key_dim, owner=self.name, allow_none=True)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.query_dense = None
         self.key_dense = None

@@ -6,6 +6,8 @@ it runs at build or trace time on every backend and costs nothing per step.
 
 import numbers
 
+from keras_hsum.checks import check_int
+
 
 def _shape(value):
     shape = getattr(value, "shape", value)
@@ -142,9 +144,5 @@ def check_hyperparameters(owner, **values):
                 )
             continue
         least = _minimum(name)
-        if least is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
-            raise ValueError(
-                f"{owner}: `{name}` must be an int >= {least}, received {value!r}."
-            )
+        if least is not None:
+            check_int(name, value, least, owner=owner)

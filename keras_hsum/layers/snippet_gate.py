@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_hsum.checks import check_int
 from keras_hsum.layers.input_checks import check_dims, check_rank
 from keras_hsum.layers.masking import as_bool_mask, merge_masks
 
@@ -82,12 +83,8 @@ class SnippetGate(keras.layers.Layer):
 
     def __init__(self, max_length, cut_last_snippet=False, **kwargs):
         super().__init__(**kwargs)
-        if not isinstance(max_length, int) or max_length < 1:
-            raise ValueError(
-                "SnippetGate: `max_length` (L_ext) must be a positive int, "
-                f"received {max_length!r}."
-            )
-        self.max_length = max_length
+        self.max_length = check_int("max_length", max_length, owner="SnippetGate",
+                                    hint=" (L_ext)")
         self.cut_last_snippet = bool(cut_last_snippet)
 
     def _check_shapes(

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 from keras_hub.layers import TransformerEncoder
 
+from keras_hsum.checks import check_int
 from keras_hsum.layers.input_checks import check_dims, check_rank
 from keras_hsum.layers.masking import as_bool_mask, merge_masks
 from keras_hsum.layers.multi_head_pooling import MultiHeadPooling
@@ -108,15 +109,9 @@ class SnippetScorer(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if int(num_layers) < 0:
-            raise ValueError(
-                f"SnippetScorer: `num_layers` must be >= 0, received {num_layers}."
-            )
-        if max_documents is not None and int(max_documents) < 1:
-            raise ValueError(
-                "SnippetScorer: `max_documents` must be None or >= 1, "
-                f"received {max_documents}."
-            )
+        num_layers = check_int("num_layers", num_layers, 0, owner="SnippetScorer")
+        max_documents = check_int("max_documents", max_documents, owner="SnippetScorer",
+                                  allow_none=True)
         self.num_layers = num_layers
         self.num_heads = num_heads
         self.intermediate_dim = intermediate_dim

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_hsum.checks import check_int
 from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.models.summarizer import required
@@ -90,11 +91,7 @@ class CompressiveAbstractive(FlatMemorySummarizer):
             ("snippets_per_group", snippets_per_group),
             ("compressed_length", compressed_length),
         ):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(
-                    f"{self.name}: `{name}` must be a positive int, received "
-                    f"{value!r}."
-                )
+            check_int(name, value, owner=self.name)
         self.snippets_per_group = snippets_per_group
         self.compressed_length = compressed_length
         self._init_decoder(

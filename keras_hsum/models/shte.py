@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_hsum.checks import check_int
 from keras_hsum.layers.hierarchical_encoder import POOLINGS
 from keras_hsum.layers.hierarchical_encoder import POSITION_ENCODINGS
 from keras_hsum.layers.hierarchical_encoder import HierarchicalEncoder
@@ -283,11 +284,7 @@ class SHTE(keras.Model):
             sentence_scores: float32 [B,P], the scores of all sentences
                 (0 on padded sentences).
         """
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(
-                f"{self.name}: `k` (sentences to extract) must be a positive "
-                f"int, received {k!r}."
-            )
+        k = check_int("k", k, owner=self.name, hint=" (sentences to extract)")
         scores, mask = self.sentence_scores(inputs)
         batch = ops.shape(scores)[0]
         num_sentences = ops.shape(scores)[1]

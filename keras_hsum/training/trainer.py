@@ -38,6 +38,7 @@ import warnings
 import keras
 import tensorflow as tf
 
+from keras_hsum.checks import check_int
 from keras_hsum.data import corpora
 from keras_hsum.data.reader import ReadReport
 from keras_hsum.data.labels import principal_sentence_examples
@@ -63,7 +64,6 @@ from keras_hsum.training.checkpoints import load_checkpoint_weights
 from keras_hsum.training.schedules import NoamSchedule
 
 STRATEGIES = ("default", "mirrored", "multi_worker")
-_SPLIT_NAMES = {"train": ("train",), "val": ("val", "validation", "dev")}
 
 
 @dataclasses.dataclass
@@ -89,7 +89,7 @@ class TrainResult:
 
 
 def _split_file(folder, split):
-    for name in _SPLIT_NAMES[split]:
+    for name in corpora.SPLIT_FILE_STEMS[split]:
         for suffix in (".jsonl.gz", ".jsonl", ".json.gz"):  # what read_examples reads
             path = os.path.join(folder, name + suffix)
             if os.path.exists(path):
@@ -654,9 +654,7 @@ def train(
     if strategy not in STRATEGIES:
         raise ValueError(f"Unknown strategy {strategy!r}; expected one of {list(STRATEGIES)}.")
     for name in ("epochs", "steps_per_epoch"):
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"`{name}` must be an int >= 1, received {value!r}.")
+        check_int(name, getattr(config, name))
     if max_minutes is not None and not max_minutes > 0:
         raise ValueError(f"`max_minutes` must be None or > 0, received {max_minutes!r}.")
     monitor = config.checkpoint_monitor

@@ -586,7 +586,7 @@ def test_declared_extras_pad_with_their_value(examples, vocabulary):
         ({"family_options": {"pack": "bogus"}}, ValueError, "`pack` must be 'paragraph'"),
         ({"family_options": {"context_length": -1}}, ValueError, "`context_length` must be"),
         ({"shuffle_buffer": -5}, ValueError, "`shuffle_buffer` must be an int >= 0"),
-        ({"batch_size": True}, ValueError, "`batch_size` must be a positive int"),
+        ({"batch_size": True}, ValueError, "`batch_size` must be an int >= 1, received True"),
         ({"vocabulary": None}, ValueError, "must be a keras_hsum.data.Vocabulary"),
         ({"source": "/nonexistent/corpus.jsonl"}, FileNotFoundError, "does not exist"),
     ],

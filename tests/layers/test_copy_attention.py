@@ -128,5 +128,5 @@ def test_errors_name_the_argument():
         layer(inputs["query"], inputs["memory"][:, 0])
     with pytest.raises(ValueError, match="`paragraph_weights` must have shape"):
         layer(inputs["query"], inputs["memory"], paragraph_weights=np.ones((B, S, P + 1), "float32"))
-    with pytest.raises(ValueError, match="`key_dim` must be None or a positive int"):
+    with pytest.raises(ValueError, match="`key_dim` must be None or an int >= 1"):
         CopyAttention(key_dim=0)

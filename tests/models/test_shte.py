@@ -188,7 +188,7 @@ def test_clear_errors():
     without_summary = {k: v for k, v in inputs.items() if not k.startswith("summary")}
     with pytest.raises(ValueError, match="summary_tokens.*extract"):
         model(without_summary)
-    with pytest.raises(ValueError, match="positive int"):
+    with pytest.raises(ValueError, match="`k` must be an int >= 1 \\(sentences to extract\\)"):
         model.extract(inputs, k=0)
     with pytest.raises(ValueError, match=r"\[B,P,T\]"):
         model.extract({"tokens": inputs["tokens"][:, 0]}, k=1)
