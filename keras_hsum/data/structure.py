@@ -31,6 +31,7 @@ import dataclasses
 
 import numpy as np
 
+from keras_hsum.checks import check_int
 from keras_hsum.data.ranking import rank_by_tfidf
 
 
@@ -213,6 +214,17 @@ def _finish(rows, documents, texts, max_tokens, vocabulary, report, extra):
 
 
 def _sentences_and_report(example, vocabulary, max_units, max_tokens):
+    if not hasattr(example, "documents"):
+        raise TypeError(
+            "The structure builders expect a keras_hsum.data.Example (e.g. from "
+            f"`read_examples`), received {type(example).__name__}; a JSONL record "
+            "(dict) becomes one with `keras_hsum.data.reader.example_from_dict`."
+        )
+    if not hasattr(vocabulary, "encode_batch"):
+        raise TypeError(
+            "The structure builders expect a keras_hsum.data.Vocabulary, received "
+            f"{type(vocabulary).__name__}."
+        )
     _check_limits(max_units, max_tokens)
     sentences = _tokenize(example, vocabulary)
     report = TruncationReport(input_tokens=sum(len(s.ids) for s in sentences))
@@ -247,12 +259,7 @@ def _check_pack(pack):
 
 
 def _check_context_length(context_length):
-    if isinstance(context_length, bool) or not isinstance(
-        context_length, (int, np.integer)
-    ) or context_length < 0:
-        raise ValueError(
-            f"`context_length` must be an int >= 0, received {context_length!r}."
-        )
+    check_int("context_length", context_length, 0)
 
 
 _OPTION_CHECKS = {"rank": _check_rank, "pack": _check_pack,
@@ -495,11 +502,7 @@ def build_target(summary, vocabulary, max_length, report=None):
     Raises:
         EmptySummaryError: when the summary has no token.
     """
-    if not isinstance(max_length, (int, np.integer)) or max_length < 3:
-        raise ValueError(
-            f"`max_length` must be an int >= 3 (BOS, a token, EOS), "
-            f"received {max_length!r}."
-        )
+    max_length = check_int("max_length", max_length, 3, hint=" (BOS, a token, EOS)")
     if summary is not None and not isinstance(summary, str):
         raise TypeError(
             f"build_target expects the summary as a str, received {type(summary).__name__}."

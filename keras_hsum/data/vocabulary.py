@@ -28,6 +28,8 @@ import os
 
 import sentencepiece
 
+from keras_hsum.checks import check_int
+
 PAD_ID = 0
 UNK_ID = 1
 BOS_ID = 2
@@ -56,9 +58,14 @@ class Vocabulary:
                 "`Vocabulary.load(path)` to read a .model file."
             )
         self.proto = bytes(proto)
-        self._processor = sentencepiece.SentencePieceProcessor(
-            model_proto=self.proto
-        )
+        try:
+            self._processor = sentencepiece.SentencePieceProcessor(model_proto=self.proto)
+        except RuntimeError as error:  # SentencePiece's "INTERNAL: ... ParseFromArray"
+            raise ValueError(
+                f"Vocabulary received {len(self.proto)} bytes that are not a serialized "
+                "SentencePiece model (the bytes of a .model file, as `Vocabulary.load` "
+                f"reads them, or `Vocabulary.proto`); SentencePiece says: {error}"
+            ) from None
         self.pad_id = self._processor.pad_id()
         self.unk_id = self._processor.unk_id()
         self.bos_id = self._processor.bos_id()
@@ -110,12 +117,7 @@ class Vocabulary:
                 "Vocabulary.train expects an iterable of sentences (str); received "
                 "one str, which would train on its characters."
             )
-        if isinstance(vocabulary_size, bool) or not isinstance(vocabulary_size, int) or (
-            vocabulary_size < 1
-        ):
-            raise ValueError(
-                f"vocabulary_size must be a positive int; received {vocabulary_size!r}."
-            )
+        vocabulary_size = check_int("vocabulary_size", vocabulary_size)
         model = io.BytesIO()
         iterator = (s for s in sentences if s and s.strip())
         first = next(iterator, None)

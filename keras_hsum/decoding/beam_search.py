@@ -29,11 +29,10 @@ whose score is <= NEG_INF / 2 is empty (only when the candidate space is
 exhausted, e.g. every token blocked).
 """
 
-import numbers
-
 import keras
 from keras import ops
 
+from keras_hsum.checks import check_int
 from keras_hsum.decoding.terms import NEG_INF
 from keras_hsum.decoding.terms import MinLength
 from keras_hsum.decoding.terms import ScoreTerm
@@ -41,16 +40,6 @@ from keras_hsum.decoding.terms import StepContext
 from keras_hsum.layers.input_checks import check_feature_shapes
 
 _DEAD = NEG_INF / 2  # anything at or below this is blocked / empty
-
-
-def _positive_int(value, name, caller):
-    """`value` as an int, or a ValueError: sizes are Python (or numpy) ints
-    >= 1, never floats or bools (`int(2.7)` would quietly decode 2 beams)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(
-            f"{caller}: `{name}` must be a positive int; received {value!r}."
-        )
-    return int(value)
 
 
 def _term_list(terms, caller):
@@ -188,8 +177,8 @@ def search(
             each token, zeros after the end.
     """
     terms = _term_list(terms, "search")
-    K = _positive_int(beam_size, "beam_size", "search")
-    L = _positive_int(max_length, "max_length", "search")
+    K = check_int("beam_size", beam_size, 1, owner="search")
+    L = check_int("max_length", max_length, 1, owner="search")
     if sampling is not None and greedy:
         raise ValueError("search: `greedy` and `sampling` exclude each other.")
     num_candidates = K if (greedy or sampling is not None) else 2 * K
@@ -211,6 +200,9 @@ def search(
             f"search: `eos_id` {eos_id} is not one of the model's {vocabulary} "
             "token ids, so no hypothesis could end."
         )
+    for term in terms:
+        term.check(batch_size if isinstance(batch_size, int) else None,
+                   None if vocabulary is None else int(vocabulary))
     aux_names, aux_values = _flatten_aux(aux)
 
     def zeros_buffer(value):
@@ -450,8 +442,8 @@ def beam_search(
         >>> best = out["sequences"][:, 0]  # [B,L]
     """
     terms = _term_list(terms, "beam_search")
-    beam_size = _positive_int(beam_size, "beam_size", "beam_search")
-    max_length = _positive_int(max_length, "max_length", "beam_search")
+    beam_size = check_int("beam_size", beam_size, 1, owner="beam_search")
+    max_length = check_int("max_length", max_length, 1, owner="beam_search")
     if min_length and min_length > 0:
         terms.append(MinLength(min_length))
     return _model_search(model, inputs, beam_size, max_length, terms, eos_id, pad_id, False)
@@ -466,7 +458,7 @@ def greedy_search(model, inputs, *, max_length=100, terms=(), min_length=0,
     `log_probs`, `lengths` [B,1], `aux` name → [B,1,L,...].
     """
     terms = _term_list(terms, "greedy_search")
-    max_length = _positive_int(max_length, "max_length", "greedy_search")
+    max_length = check_int("max_length", max_length, 1, owner="greedy_search")
     if min_length and min_length > 0:
         terms.append(MinLength(min_length))
     return _model_search(model, inputs, 1, max_length, terms, eos_id, pad_id, True)
@@ -500,8 +492,8 @@ def sample_search(model, inputs, *, num_samples=8, max_length=100, terms=(),
     sampling = Sampling(temperature=temperature, top_k=top_k, top_p=top_p,
                         epsilon=epsilon, seed=seed)
     terms = _term_list(terms, "sample_search")
-    num_samples = _positive_int(num_samples, "num_samples", "sample_search")
-    max_length = _positive_int(max_length, "max_length", "sample_search")
+    num_samples = check_int("num_samples", num_samples, 1, owner="sample_search")
+    max_length = check_int("max_length", max_length, 1, owner="sample_search")
     if min_length and min_length > 0:
         terms.append(MinLength(min_length))
     return _model_search(model, inputs, num_samples, max_length, terms, eos_id, pad_id,

@@ -32,6 +32,8 @@ from keras import ops
 from keras_hsum.decoding.beam_search import _DEAD  # an empty slot's score bound
 from keras_hsum.decoding.beam_search import _gather_beams
 from keras_hsum.decoding.terms import NEG_INF
+from keras_hsum.layers.input_checks import check_dims
+from keras_hsum.layers.input_checks import check_rank
 
 
 def _ngrams(x, n, dims):
@@ -73,6 +75,8 @@ def pairwise_rouge_n(sequences, valid, n):
         )
     sequences = ops.convert_to_tensor(sequences)
     valid = ops.cast(valid, "bool")
+    check_rank("pairwise_rouge_n", "sequences", sequences.shape, 3, "[B,K,L]")
+    check_dims("pairwise_rouge_n", "valid", valid.shape, tuple(sequences.shape), "[B,K,L]")
     a = sequences[:, :, None, :, None]  # [B,K,1,L,1]
     b = sequences[:, None, :, None, :]  # [B,1,K,1,L]
     both = ops.logical_and(valid[:, :, None, :, None], valid[:, None, :, None, :])
@@ -114,12 +118,17 @@ def expected_utility(sequences, lengths, scores, *, eos_id, pad_id=0, orders=(1,
     if not orders:
         raise ValueError("MBR needs at least one n-gram order; received orders=().")
     sequences = ops.cast(sequences, "int32")
+    lengths = ops.cast(lengths, "int32")
+    scores = ops.cast(scores, "float32")
+    check_rank("expected_utility", "sequences", sequences.shape, 3, "[B,K,L]")
+    for name, value in (("lengths", lengths), ("scores", scores)):
+        check_dims("expected_utility", name, value.shape, tuple(sequences.shape[:2]), "[B,K]")
     length = sequences.shape[-1]  # None inside some graphs
     positions = ops.arange(ops.shape(sequences)[-1], dtype="int32")
-    valid = positions[None, None, :] < ops.cast(lengths, "int32")[:, :, None]
+    valid = positions[None, None, :] < lengths[:, :, None]
     valid = ops.logical_and(valid, ops.not_equal(sequences, eos_id))
     valid = ops.logical_and(valid, ops.not_equal(sequences, pad_id))
-    alive = ops.cast(scores, "float32") > _DEAD  # [B,K]
+    alive = scores > _DEAD  # [B,K]
     utility = 0.0
     for n in orders:
         n = int(n)

@@ -2,6 +2,9 @@
 
 from keras import ops
 
+from keras_hsum.layers.input_checks import check_dims
+from keras_hsum.layers.input_checks import check_rank
+
 _SEQUENCE_KEYS = ("target", "decoder_tokens", "context_tokens")
 
 
@@ -35,6 +38,12 @@ def compress_paragraphs(inputs, eta_hat, keep, keys=None, pair_keys=("graph",)):
         >>> batch = compress_paragraphs(batch, eta_hat, keep=20)
     """
     eta_hat = ops.cast(eta_hat, "float32")
+    check_rank("compress_paragraphs", "eta_hat", eta_hat.shape, 2, "[B,P]")
+    for name in ("paragraph_mask", "tokens"):
+        if getattr(inputs.get(name), "shape", None) is not None:
+            # A [1,P] η̂ would rank every example by the first one's scores.
+            check_dims("compress_paragraphs", "eta_hat", eta_hat.shape,
+                       tuple(inputs[name].shape[:2]), f"[B,P] of `{name}`")
     num_paragraphs = eta_hat.shape[-1]
     keep = int(keep)
     if num_paragraphs is not None and not 0 < keep <= num_paragraphs:

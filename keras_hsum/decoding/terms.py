@@ -18,6 +18,9 @@ needs:
    the search could still finish, so early termination stays exact; a term
    that cannot bound its bonus returns `None`, which turns early
    termination off (the search then always runs `max_length` steps).
+5. `check`: called once before the first step with B and V', to refuse a
+   term built for another batch (a [1,P] η̂ would be broadcast) or ids
+   outside the vocabulary.
 
 |y| counts the generated tokens including the EOS (BOS is not generated);
 a hypothesis forced to end at `max_length` without EOS has |y| = max_length.
@@ -35,6 +38,8 @@ import numbers
 from typing import NamedTuple
 
 from keras import ops
+
+from keras_hsum.checks import check_int
 
 NEG_INF = -1e9
 """The finite "minus infinity" of blocked tokens and empty pool slots."""
@@ -66,6 +71,13 @@ class ScoreTerm:
     Every method has a neutral default: no state, no masking, no length
     penalty, no bonus, bound 0.
     """
+
+    def check(self, batch_size, vocabulary_size):
+        """Raises a ValueError when the term does not fit this search: called
+        once before the first step with B and V' (ints, or None where a size
+        is unknown while tracing). Terms holding per-example tensors check
+        their batch here: a [1,...] tensor would otherwise be broadcast over
+        the batch, every example decoded with the first one's setting."""
 
     def initial_state(self, batch_size, beam_size):
         """A tuple of tensors [B,K,...]: the state of the K initial beams."""
@@ -109,11 +121,17 @@ def _block(log_probs, blocked):
     return ops.where(blocked, ops.cast(NEG_INF, log_probs.dtype), log_probs)
 
 
-def _int_at_least(value, least, term, name):
-    """`value` as an int >= `least`, or a ValueError naming the term."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
-        raise ValueError(f"{term}: {name} must be an int >= {least}, received {value!r}.")
-    return int(value)
+def _check_batch(term, name, value, batch_size, symbols):
+    """Raises unless the per-example `value`'s axis 0 is B (when both are known)."""
+    shape = getattr(value, "shape", None)
+    if value is None or batch_size is None or shape is None or len(shape) == 0:
+        return
+    if shape[0] is not None and int(shape[0]) != int(batch_size):
+        raise ValueError(
+            f"{term}: `{name}` must be {symbols} for the search's B={int(batch_size)} "
+            f"examples, received shape {tuple(shape)}: build the term from this "
+            "batch's features."
+        )
 
 
 def _vocab_ids(log_probs):
@@ -154,7 +172,7 @@ class MinLength(ScoreTerm):
     """
 
     def __init__(self, min_length):
-        self.min_length = _int_at_least(min_length, 0, "MinLength", "min_length")
+        self.min_length = check_int("min_length", min_length, 0, owner="MinLength")
 
     def mask_log_probs(self, log_probs, state, context):
         early = ops.less(context.index, self.min_length)
@@ -174,6 +192,15 @@ class MaxLength(ScoreTerm):
 
     def __init__(self, max_length):
         self.max_length = max_length
+
+    def check(self, batch_size, vocabulary_size):
+        limit = ops.convert_to_tensor(self.max_length, "int32")
+        if len(limit.shape) > 1:
+            raise ValueError(
+                f"MaxLength: `max_length` must be an int or int [B], received shape "
+                f"{tuple(limit.shape)}."
+            )
+        _check_batch("MaxLength", "max_length", limit, batch_size, "an int or int [B]")
 
     def mask_log_probs(self, log_probs, state, context):
         limit = ops.convert_to_tensor(self.max_length, "int32")
@@ -196,6 +223,14 @@ class TokenBlocking(ScoreTerm):
         self.ids = tuple(int(i) for i in ids)
         if any(i < 0 for i in self.ids):
             raise ValueError(f"TokenBlocking: ids must be >= 0, received {self.ids}.")
+
+    def check(self, batch_size, vocabulary_size):
+        outside = [i for i in self.ids if vocabulary_size is not None and i >= vocabulary_size]
+        if outside:
+            raise ValueError(
+                f"TokenBlocking: ids {outside} are not among the model's "
+                f"{vocabulary_size} token ids, so blocking them would do nothing."
+            )
 
     def mask_log_probs(self, log_probs, state, context):
         if not self.ids:
@@ -222,7 +257,7 @@ class NgramBlocking(ScoreTerm):
     """
 
     def __init__(self, n=3):
-        self.n = _int_at_least(n, 1, "NgramBlocking", "n")
+        self.n = check_int("n", n, 1, owner="NgramBlocking")
 
     def mask_log_probs(self, log_probs, state, context):
         n = self.n
@@ -266,9 +301,9 @@ class RecentTokenBlocking(ScoreTerm):
     """
 
     def __init__(self, window=2, exceptions=()):
-        self.window = _int_at_least(window, 1, "RecentTokenBlocking", "window")
+        self.window = check_int("window", window, 1, owner="RecentTokenBlocking")
         self.exceptions = tuple(
-            _int_at_least(i, 0, "RecentTokenBlocking", "exceptions") for i in exceptions
+            check_int("exceptions", i, 0, owner="RecentTokenBlocking") for i in exceptions
         )
 
     def mask_log_probs(self, log_probs, state, context):
@@ -302,6 +337,10 @@ class _AccumulatedAttention(ScoreTerm):
         self.num_paragraphs = num_paragraphs
         self.aux_key = aux_key
         self.paragraph_mask = paragraph_mask
+
+    def check(self, batch_size, vocabulary_size):
+        _check_batch(type(self).__name__, "paragraph_mask", self.paragraph_mask, batch_size,
+                     "bool [B,P]")
 
     def _step_attention(self, aux):
         if self.aux_key not in aux:
@@ -405,6 +444,10 @@ class AttentionAlignment(_AccumulatedAttention):
         self.eta_hat = eta_hat
         self.beta = float(beta)
 
+    def check(self, batch_size, vocabulary_size):
+        _check_batch(type(self).__name__, "eta_hat", self.eta_hat, batch_size, "float [B,P]")
+        super().check(batch_size, vocabulary_size)
+
     def _alignment(self, eta):
         valid = _paragraph_valid(self.paragraph_mask, eta)
         floor = ops.log(ops.maximum(ops.minimum(eta, self.eta_hat[:, None, :]), _EPSILON))
@@ -506,4 +549,5 @@ __all__ = [
     "ScoreTerm",
     "StepContext",
     "StructuralCoverage",
+    "TokenBlocking",
 ]

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 from keras_hub.layers import SinePositionEncoding
 
+from keras_hsum.layers.input_checks import check_dims
 from keras_hsum.layers.input_checks import check_rank
 
 
@@ -89,6 +90,11 @@ class HierarchicalPositionEncoding(keras.layers.Layer):
         self.built = True
 
     def call(self, token_ids, paragraph_ranks=None):
+        if getattr(paragraph_ranks, "shape", None) is not None:
+            # Checked on every call (build runs once): [1,P] ranks would be
+            # broadcast over the batch.
+            check_dims(self.name, "paragraph_ranks", paragraph_ranks.shape,
+                       tuple(token_ids.shape[:2]), "[B,P] of `token_ids`")
         embeddings = self.token_embedding(token_ids)
         if self.scale_embeddings:
             embeddings = embeddings * ops.cast(

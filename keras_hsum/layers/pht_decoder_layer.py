@@ -1,5 +1,7 @@
 """One layer of PHT's decoder (Ma & Zong, §3.2)."""
 
+import numbers
+
 import keras
 from keras import ops
 from keras_hub.layers import CachedMultiHeadAttention
@@ -265,6 +267,21 @@ class PHTDecoderLayer(keras.layers.Layer):
             )
         return ops.broadcast_to(mask, (batch, query_length, key_length))
 
+    def _check_cache_index(self, index, decoder_sequence, cache):
+        """A Python int index must leave room for the T new positions in the
+        cache's S slots (the backend's slice update would clamp it and
+        overwrite the last slots). Tensor indices, as in the decoding loop,
+        are not checked."""
+        if cache is None or isinstance(index, bool) or not isinstance(index, numbers.Integral):
+            return
+        slots, length = cache.shape[2], decoder_sequence.shape[1]
+        if slots is not None and length is not None and not 0 <= index <= slots - length:
+            raise ValueError(
+                f"{self.name}: `self_attention_cache_update_index` must be in "
+                f"[0, S - T] = [0, {slots - length}] (cache slots S={slots}, new "
+                f"positions T={length}), received {index}."
+            )
+
     def call(
         self,
         decoder_sequence,
@@ -291,6 +308,9 @@ class PHTDecoderLayer(keras.layers.Layer):
             decoder_sequence.shape,
             None if decoder_padding_mask is None else decoder_padding_mask.shape,
             None if self_attention_cache is None else self_attention_cache.shape,
+        )
+        self._check_cache_index(
+            self_attention_cache_update_index, decoder_sequence, self_attention_cache
         )
 
         # Part I: masked self-attention.

@@ -3,8 +3,10 @@
 import keras
 from keras import ops
 
+from keras_hsum.layers.input_checks import check_dims
 from keras_hsum.layers.input_checks import check_feature_shapes
 from keras_hsum.layers.input_checks import check_hyperparameters
+from keras_hsum.layers.input_checks import check_rank
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import large_negative
 from keras_hsum.models.first_call import call_without_unbuilt_warnings
@@ -294,11 +296,15 @@ def take_paragraphs(features, indices, names=PARAGRAPH_FEATURES):
         A new dict.
     """
     indices = ops.convert_to_tensor(indices, "int32")
+    check_rank("take_paragraphs", "indices", indices.shape, 2, "[B,P]")
     out = dict(features)
     for name in names:
         if name not in features:
             continue
         value = ops.convert_to_tensor(features[name])
+        # A [1,P] index (or another P) would be broadcast, not refused.
+        check_dims("take_paragraphs", "indices", indices.shape, tuple(value.shape[:2]),
+                   f"[B,P] of `{name}`")
         index = ops.reshape(
             indices, tuple(ops.shape(indices)) + (1,) * (len(value.shape) - 2)
         )

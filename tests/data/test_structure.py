@@ -619,6 +619,17 @@ def test_empty_summary_raises(vocabulary, summary):
         structure.build_target(summary, vocabulary, 16)
 
 
+def test_a_record_or_a_missing_vocabulary_is_a_type_error(vocabulary, real_examples):
+    record = {"id": "x", "documents": [{"text": "One sentence."}], "summary": "A summary."}
+    for builder in ("paragraphs", "sections", "snippets", "sentences"):
+        with pytest.raises(TypeError, match="expect a keras_hsum.data.Example.*received dict"):
+            build(builder, record, vocabulary, 4, 16)
+        with pytest.raises(TypeError, match="expect a keras_hsum.data.Vocabulary, received NoneType"):
+            build(builder, real_examples("scisummnet", "val")[0], None, 4, 16)
+    with pytest.raises(TypeError, match="received dict"):
+        structure.build_flat(record, vocabulary, 16)
+
+
 def test_a_summary_that_is_not_text_is_a_type_error(vocabulary):
     with pytest.raises(EmptySummaryError):
         structure.build_target(None, vocabulary, 16)  # no summary: counted as empty

@@ -112,7 +112,7 @@ def test_one_str_where_a_list_is_expected_is_refused(vocabulary):
     with pytest.raises(TypeError, match="received one str"):
         Vocabulary.train("a single sentence", vocabulary_size=20)
     for size in (0, -3, 2.5, True):
-        with pytest.raises(ValueError, match="vocabulary_size must be a positive int"):
+        with pytest.raises(ValueError, match="`vocabulary_size` must be an int >= 1"):
             Vocabulary.train(["a sentence"], vocabulary_size=size)
 
 
@@ -289,6 +289,14 @@ def test_model_without_padding_is_rejected():
 def test_non_bytes_proto_is_rejected(tmp_path):
     with pytest.raises(TypeError, match="Vocabulary.load"):
         Vocabulary(str(tmp_path / "spm.model"))
+
+
+def test_bytes_that_are_not_a_model_are_named(vocabulary):
+    with pytest.raises(ValueError, match="Vocabulary received 4 bytes that are not a serialized "
+                                         "SentencePiece model"):
+        Vocabulary(b"junk")
+    with pytest.raises(ValueError, match="not a serialized SentencePiece model"):
+        Vocabulary(vocabulary.proto[: len(vocabulary.proto) // 2])  # a truncated file
 
 
 def test_corpus_sentences_covers_titles_queries_headings_and_summaries(real_examples):

@@ -170,6 +170,22 @@ def test_rejects_an_empty_order_list():
         expected_utility(sequences, lengths, scores, eos_id=EOS, orders=())
 
 
+def test_mis_shaped_arguments_are_named():
+    sequences, lengths, scores = random_beams(0)
+    B, K, L = sequences.shape
+    valid = np.ones((B, K, L), bool)
+    with pytest.raises(ValueError, match=rf"pairwise_rouge_n: `valid` must have shape "
+                                         rf"\[B,K,L\] = \({B}, {K}, {L}\)"):
+        pairwise_rouge_n(sequences, valid[:1], 1)
+    with pytest.raises(ValueError, match=r"pairwise_rouge_n: `sequences` must have rank 3"):
+        pairwise_rouge_n(sequences[0], valid[0], 1)
+    for name, bad_lengths, bad_scores in (("lengths", lengths[:, :1], scores),
+                                          ("scores", lengths, scores[:1])):
+        with pytest.raises(ValueError, match=rf"expected_utility: `{name}` must have shape "
+                                             rf"\[B,K\] = \({B}, {K}\)"):
+            expected_utility(sequences, bad_lengths, bad_scores, eos_id=EOS)
+
+
 def test_reranks_a_real_beam_search():
     keras.utils.set_random_seed(0)
     model = FlatTransformer(vocabulary_size=40, hidden_dim=16, num_heads=2, intermediate_dim=32,

@@ -305,7 +305,7 @@ def test_bad_search_arguments_are_clear_errors():
         beam_search(model, features, beam_size=2, max_length=3)
     model = built(model, features)
     cases = [
-        (beam_search, dict(beam_size=0), "`beam_size` must be a positive int; received 0"),
+        (beam_search, dict(beam_size=0), "search: `beam_size` must be an int >= 1, received 0"),
         (beam_search, dict(beam_size=-1), "`beam_size`.*received -1"),
         (beam_search, dict(beam_size=2.7), "`beam_size`.*received 2.7"),
         (beam_search, dict(beam_size=True), "`beam_size`.*received True"),
@@ -333,10 +333,10 @@ def test_terms_name_bad_settings_and_a_paragraph_count_of_another_batch():
     from keras_hsum.decoding import RecentTokenBlocking
 
     for make, message in [
-        (lambda: RecentTokenBlocking(-1), "RecentTokenBlocking: window must be an int >= 1"),
-        (lambda: RecentTokenBlocking(2, exceptions=[-3]), "exceptions must be an int >= 0"),
-        (lambda: NgramBlocking(2.5), "NgramBlocking: n must be an int >= 1, received 2.5"),
-        (lambda: MinLength(-1), "MinLength: min_length must be an int >= 0"),
+        (lambda: RecentTokenBlocking(-1), "RecentTokenBlocking: `window` must be an int >= 1"),
+        (lambda: RecentTokenBlocking(2, exceptions=[-3]), "`exceptions` must be an int >= 0"),
+        (lambda: NgramBlocking(2.5), "NgramBlocking: `n` must be an int >= 1, received 2.5"),
+        (lambda: MinLength(-1), "MinLength: `min_length` must be an int >= 0"),
         (lambda: LengthNormalization("x"), "alpha must be None or a number"),
         (lambda: AttentionAlignment(np.ones(4, "float32")), r"η̂ must be float \[B,P\]"),
     ]:
@@ -350,6 +350,36 @@ def test_terms_name_bad_settings_and_a_paragraph_count_of_another_batch():
                                              "paragraphs, but the model's step aux "
                                              "`paragraph_attention` has P=4"):
             beam_search(model, inputs, beam_size=2, max_length=4, terms=[term])
+
+
+def test_terms_built_for_another_batch_or_vocabulary_are_refused():
+    """A per-example term tensor of batch 1 would be broadcast over B=2 (every
+    example decoded with the first one's η̂, mask or length), and blocking an
+    id outside V would do nothing: the search names both before step 1."""
+    from keras_hsum.decoding import CoveragePenalty
+    from keras_hsum.decoding import TokenBlocking
+
+    model, inputs = pht_model(), paragraph_inputs()
+    built(model, inputs)
+    eta_hat = np.full((2, 4), 0.25, "float32")
+    mask = np.ones((2, 4), bool)
+    for term, message in [
+        (AttentionAlignment(eta_hat[:1]), r"AttentionAlignment: `eta_hat` must be float \[B,P\] "
+                                          r"for the search's B=2 examples, received shape \(1, 4\)"),
+        (AttentionAlignment(eta_hat, paragraph_mask=mask[:1]), "`paragraph_mask` must be bool"),
+        (CoveragePenalty(4, paragraph_mask=mask[:1]), r"CoveragePenalty: `paragraph_mask`.*\(1, 4\)"),
+        (MaxLength(np.array([3], "int32")), r"MaxLength: `max_length` must be an int or int \[B\]"),
+        (MaxLength(np.full((2, 1), 3, "int32")), r"received shape \(2, 1\)"),
+        (TokenBlocking([5, 999]), rf"ids \[999\] are not among the model's {V} token ids"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            beam_search(model, inputs, beam_size=2, max_length=4, terms=[term])
+    # The same terms built for this batch decode.
+    out = beam_search(model, inputs, beam_size=2, max_length=4, terms=[
+        AttentionAlignment(eta_hat, paragraph_mask=mask), CoveragePenalty(4, paragraph_mask=mask),
+        MaxLength(np.array([3, 4], "int32")), TokenBlocking([5])])
+    assert_well_formed(out, 2, 2, 4)
+    assert not np.any(numpy(out["sequences"]) == 5)
 
 
 def test_an_eos_outside_the_vocabulary_and_a_result_without_lengths_are_named():

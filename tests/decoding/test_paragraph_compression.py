@@ -1,6 +1,7 @@
 """compress_paragraphs against a numpy transcription of PHT §7."""
 
 import numpy as np
+import pytest
 from keras import ops
 
 from keras_hsum.decoding import compress_paragraphs
@@ -29,3 +30,15 @@ def test_keeps_top_paragraphs_in_order():
         np.testing.assert_allclose(ops.convert_to_numpy(out["graph"])[b],
                                    inputs["graph"][b][np.ix_(kept, kept)])
     np.testing.assert_array_equal(ops.convert_to_numpy(out["target"]), inputs["target"])
+
+
+def test_eta_hat_of_another_batch_or_paragraph_count_raises():
+    """A [1,P] η̂ would rank every example by the first one's scores."""
+    inputs = {"tokens": np.ones((2, 4, 3), "int32"), "paragraph_mask": np.ones((2, 4), bool)}
+    eta_hat = np.random.default_rng(0).random((2, 4)).astype("float32")
+    for bad in (eta_hat[:1], eta_hat[:, :3]):
+        with pytest.raises(ValueError, match=r"compress_paragraphs: `eta_hat` must have shape "
+                                             r"\[B,P\] of `paragraph_mask` = \(2, 4\)"):
+            compress_paragraphs(inputs, bad, keep=2)
+    with pytest.raises(ValueError, match=r"`eta_hat` must have rank 2"):
+        compress_paragraphs(inputs, eta_hat[0], keep=2)

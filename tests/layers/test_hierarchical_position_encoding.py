@@ -1,4 +1,5 @@
 import math
+import re
 
 import numpy as np
 import pytest
@@ -55,3 +56,17 @@ def test_odd_width_and_wrong_rank_raise():
     layer = HierarchicalPositionEncoding(vocabulary_size=10, hidden_dim=8)
     with pytest.raises(ValueError, match=r"token_ids.*\[B,P,T\].*\(2, 5\)"):
         layer(np.ones((2, 5), "int32"))
+
+
+def test_ranks_of_another_batch_or_paragraph_count_raise_after_build():
+    """Checked on every call, not only at build: ranks [1,P] would be
+    broadcast over the batch (every example placed like the first)."""
+    layer = HierarchicalPositionEncoding(vocabulary_size=10, hidden_dim=8)
+    ids = np.ones((2, 3, 5), "int32")
+    ranks = np.array([[2, 0, 1], [0, 1, 2]], "int32")
+    layer(ids, ranks)
+    for bad in (ranks[:1], ranks[:, :2]):
+        with pytest.raises(ValueError, match=r"`paragraph_ranks` must have shape \[B,P\] of "
+                                             r"`token_ids` = \(2, 3\).*received shape "
+                                             + re.escape(str(bad.shape))):
+            layer(ids, bad)

@@ -312,6 +312,19 @@ def test_wrong_inputs_raise():
     with pytest.raises(ValueError, match=r"`decoder_padding_mask`.*\(2, 7\).*\(2, 5\)"):
         layer(**step, self_attention_cache=np.zeros((B, 2, 7, H, DH), "float32"),
               self_attention_cache_update_index=0)
+    # A Python int index past the cache would be clamped by the slice update
+    # (index 9 of S=5 wrote slot 4); it is refused, the last slot accepted.
+    step = dict(step, decoder_padding_mask=None)
+    cache = np.zeros((B, 2, S, H, DH), "float32")
+    for index in (S, 9, -1):
+        with pytest.raises(ValueError, match=rf"must be in \[0, S - T\] = \[0, {S - 1}\] "
+                                             rf"\(cache slots S={S}, new positions T=1\), "
+                                             rf"received {index}"):
+            layer(**step, self_attention_cache=cache, self_attention_cache_update_index=index)
+    _, new_cache = layer(**step, self_attention_cache=cache,
+                         self_attention_cache_update_index=S - 1)[::2]
+    written = np.abs(to_numpy(new_cache)).sum(axis=(0, 1, 3, 4))
+    assert written[S - 1] > 0 and not written[: S - 1].any()
     with pytest.raises(ValueError, match="hidden_dim"):
         PHTDecoderLayer(hidden_dim=10, intermediate_dim=4, num_heads=4)
 

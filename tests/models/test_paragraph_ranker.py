@@ -126,6 +126,14 @@ def test_clear_errors():
         model(dict(inputs, tokens=inputs["tokens"][:, 0], token_mask=None))
     with pytest.raises(ValueError, match=r"\[B,P\]"):
         rerank_paragraphs(np.zeros((2, 3)), np.ones((2, 4), bool))
+    # take_paragraphs: indices of batch 1 or of another P would be broadcast.
+    indices = np.array([[2, 0, 3, 1], [1, 2, 0, 3]], "int32")
+    for bad in (indices[:1], indices[:, :3]):
+        with pytest.raises(ValueError, match=r"take_paragraphs: `indices` must have shape "
+                                             r"\[B,P\] of `tokens` = \(2, 4\)"):
+            take_paragraphs(inputs, bad)
+    with pytest.raises(ValueError, match=r"`indices` must have rank 2"):
+        take_paragraphs(inputs, indices[0])
 
 
 def test_save_reload(tmp_path):
