@@ -68,6 +68,11 @@ def _cases():
 
 
 CASES = dict(_cases())
+# One model of each class that wraps its first call (Summarizer,
+# ParagraphRanker, SHTE, AttentionPredictor) is also built after the failed
+# call and compared with a fresh one; the other summarizers share
+# Summarizer's wrapper (two builds each would add a minute under JAX).
+REBUILT = ("pht", "ranker", "shte", "predictor")
 
 
 def _call_recording(model, inputs):
@@ -135,6 +140,8 @@ def test_first_call_with_wrong_inputs_raises_without_unbuilt_warnings(name):
     # The failed call left the model unbuilt; right inputs build it as they
     # build a fresh model: the same layers built, the same weights.
     assert not model.built
+    if name not in REBUILT:
+        return
     error, messages = _call_recording(model, right)
     assert error is None, error
     assert not _unbuilt_warnings(messages), messages

@@ -141,6 +141,10 @@ _REINFORCE = ("reinforce_weight=0.99", "reinforce_samples=2", "epochs=1",
               "steps_per_epoch=1", "max_target_length=24", "checkpoint_monitor=val_reward")
 
 
+# Two more trainings with sampling (about 60 s on 2 CPUs); the default suite
+# keeps the mirrored teacher-forced run and the one-device sequence-level
+# training (test_checkpoint_monitor.py).
+@pytest.mark.slow
 def test_mirrored_reinforce_matches_one_device(corpus):
     data, vocabulary, folder = corpus
     runs = []

@@ -268,18 +268,32 @@ def test_nan_loss_stops_with_the_step_and_keeps_the_last_good_backup(corpus, tmp
         assert not os.path.exists(checkpoint)
 
 
-def test_init_from_warm_starts_from_another_runs_vocabulary_and_weights(corpus, tmp_path):
-    """`--init-from`: the new run copies the source run's vocabulary and
-    starts from its last weights (with a learning rate of 0 it ends exactly
-    there, while the seed's fresh initialisation is far from them), or from
-    its best.keras with `--init-checkpoint best`, or the mean of kept
-    epochs with `--init-checkpoint epochs-A-B`; a missing checkpoint and
-    weights of another size are refused with a clear error."""
+@pytest.fixture(scope="module")
+def source_and_fresh(corpus, tmp_path_factory):
+    """A finished source run (4 steps) and a fresh run of the same seed
+    trained one step at learning rate 0 (its initial weights)."""
     data, vocabulary = corpus
-    source = new_run_folder(tmp_path / "source", vocabulary)
+    folder = tmp_path_factory.mktemp("init_from")
+    source = new_run_folder(folder / "source", vocabulary)
     result = run(train_command(RECIPE, data, source, epochs=1, steps_per_epoch=STEPS_PER_EPOCH))
     assert result.returncode == 0, result.stderr[-3000:]
+    fresh = new_run_folder(folder / "fresh", vocabulary)
+    result = run(train_command(
+        RECIPE, data, fresh, epochs=1, steps_per_epoch=1, overrides=("learning_rate=0.0",)
+    ))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return source, fresh
 
+
+def test_init_from_warm_starts_from_another_runs_vocabulary_and_weights(
+    corpus, source_and_fresh, tmp_path
+):
+    """`--init-from`: the new run copies the source run's vocabulary and
+    starts from its last weights (with a learning rate of 0 it ends exactly
+    there, while the seed's fresh initialisation is far from them); weights
+    of another size are refused with a clear error."""
+    data, _ = corpus
+    source, fresh = source_and_fresh
     tuned = str(tmp_path / "tuned")  # no vocabulary: --init-from brings it
     command = train_command(
         RECIPE, data, tuned, epochs=1, steps_per_epoch=1, overrides=("learning_rate=0.0",)
@@ -298,14 +312,33 @@ def test_init_from_warm_starts_from_another_runs_vocabulary_and_weights(corpus, 
     assert optimizer_iterations(os.path.join(tuned, "backup", "backup.weights.h5")) == 1
     source_weights = saved_weights(os.path.join(source, "model.keras"))
     assert max_difference(saved_weights(os.path.join(tuned, "model.keras")), source_weights) == 0.0
-
-    fresh = new_run_folder(tmp_path / "fresh", vocabulary)
-    result = run(train_command(
-        RECIPE, data, fresh, epochs=1, steps_per_epoch=1, overrides=("learning_rate=0.0",)
-    ))
-    assert result.returncode == 0, result.stderr[-3000:]
     fresh_weights = saved_weights(os.path.join(fresh, "model.keras"))
     assert max_difference(fresh_weights, source_weights) > 1e-3
+
+    wider = str(tmp_path / "wider")
+    result = run(train_command(
+        RECIPE, data, wider, epochs=1, steps_per_epoch=1, overrides=("intermediate_dim=48",)
+    ) + ["--init-from", source])
+    assert result.returncode == 1
+    # Refused from the two config.json files, before any weight is read.
+    assert "has other model sizes than this run" in result.stderr, result.stderr[-2000:]
+    assert "'intermediate_dim': (" in result.stderr and ", 48)}" in result.stderr
+
+
+@pytest.mark.slow  # four more runs of the command line (about 45 s on 2 CPUs)
+def test_init_checkpoint_starts_from_best_or_the_mean_of_kept_epochs(
+    corpus, source_and_fresh, tmp_path
+):
+    """`--init-checkpoint best` starts from the source's best.keras, and
+    `--init-checkpoint epochs-A-B` from the mean of its kept epochs; a
+    missing checkpoint is refused with a clear error."""
+    data, _ = corpus
+    # A copy of the source run, whose best.keras and epochs/ this test writes.
+    source = str(tmp_path / "source")
+    shutil.copytree(source_and_fresh[0], source)
+    fresh = source_and_fresh[1]
+    source_weights = saved_weights(os.path.join(source, "model.keras"))
+    fresh_weights = saved_weights(os.path.join(fresh, "model.keras"))
 
     # `--init-checkpoint best` starts from best.keras, not model.keras. The
     # two are made distinguishable by putting the fresh run's weights in the
@@ -347,12 +380,3 @@ def test_init_from_warm_starts_from_another_runs_vocabulary_and_weights(corpus, 
     assert result.returncode == 1
     assert "no epochs/epoch-003.keras for --init-checkpoint epochs-2-3; it kept epochs [1, 2]" \
         in result.stderr, result.stderr[-2000:]
-
-    wider = str(tmp_path / "wider")
-    result = run(train_command(
-        RECIPE, data, wider, epochs=1, steps_per_epoch=1, overrides=("intermediate_dim=48",)
-    ) + ["--init-from", source])
-    assert result.returncode == 1
-    # Refused from the two config.json files, before any weight is read.
-    assert "has other model sizes than this run" in result.stderr, result.stderr[-2000:]
-    assert "'intermediate_dim': (" in result.stderr and ", 48)}" in result.stderr
