@@ -5,6 +5,7 @@ from keras import ops
 from keras_hub.layers import SinePositionEncoding
 from keras_hub.layers import TransformerEncoder
 
+from keras_hsum.checks import check_int
 from keras_hsum.layers.input_checks import check_dims
 from keras_hsum.layers.input_checks import check_rank
 from keras_hsum.layers.masking import as_bool_mask
@@ -156,14 +157,11 @@ class HierarchicalEncoder(keras.layers.Layer):
                 f"HierarchicalEncoder: `pooling` must be one of {POOLINGS}, "
                 f"received {pooling!r}."
             )
-        if int(num_word_layers) < 0 or int(num_sentence_layers) < 1:
-            raise ValueError(
-                "HierarchicalEncoder: need `num_word_layers` >= 0 and "
-                "`num_sentence_layers` >= 1 (the last sentence-level block's "
-                f"attention scores the sentences), received "
-                f"num_word_layers={num_word_layers}, "
-                f"num_sentence_layers={num_sentence_layers}."
-            )
+        num_word_layers = check_int("num_word_layers", num_word_layers, 0,
+                                    owner="HierarchicalEncoder")
+        num_sentence_layers = check_int(
+            "num_sentence_layers", num_sentence_layers, 1, owner="HierarchicalEncoder",
+            hint=" (the last sentence-level block's attention scores the sentences)")
         self.num_heads = num_heads
         self.intermediate_dim = intermediate_dim
         self.num_word_layers = num_word_layers

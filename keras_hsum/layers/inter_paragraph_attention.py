@@ -6,6 +6,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_hsum.checks import check_int
 from keras_hsum.layers.input_checks import check_dims
 from keras_hsum.layers.input_checks import check_rank
 from keras_hsum.layers.masking import as_bool_mask
@@ -95,10 +96,7 @@ class InterParagraphAttention(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if int(num_heads) < 1:
-            raise ValueError(
-                f"InterParagraphAttention: `num_heads` must be >= 1, received {num_heads}."
-            )
+        num_heads = check_int("num_heads", num_heads, owner="InterParagraphAttention")
         if graph_heads is not None:
             graph_heads = list(graph_heads)
             for head in graph_heads:

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_hsum.checks import check_int
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import masked_softmax
 
@@ -128,10 +129,7 @@ class MultiHeadPooling(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if int(num_heads) < 1:
-            raise ValueError(
-                f"MultiHeadPooling: `num_heads` must be >= 1, received {num_heads}."
-            )
+        num_heads = check_int("num_heads", num_heads, owner="MultiHeadPooling")
         if hidden_dim is not None and hidden_dim % num_heads:
             raise ValueError(
                 f"MultiHeadPooling: `hidden_dim` must be divisible by "

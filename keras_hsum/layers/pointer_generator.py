@@ -9,6 +9,7 @@ attending again to already covered source words.
 import keras
 from keras import ops
 
+from keras_hsum.checks import check_int
 from keras_hsum.layers.input_checks import check_dims
 from keras_hsum.layers.input_checks import check_rank
 from keras_hsum.layers.masking import as_bool_mask
@@ -105,11 +106,8 @@ class PointerGenerator(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if int(vocabulary_size) < 1 or int(num_oov) < 0:
-            raise ValueError(
-                "PointerGenerator: `vocabulary_size` must be >= 1 and `num_oov` "
-                f">= 0, received vocabulary_size={vocabulary_size}, num_oov={num_oov}."
-            )
+        vocabulary_size = check_int("vocabulary_size", vocabulary_size, owner="PointerGenerator")
+        num_oov = check_int("num_oov", num_oov, 0, owner="PointerGenerator")
         self.vocabulary_size = vocabulary_size
         self.num_oov = num_oov
         self.kernel_initializer = keras.initializers.get(kernel_initializer)

@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_hsum.checks import check_int
+
 
 @keras.saving.register_keras_serializable(package="keras_hsum")
 class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
@@ -19,8 +21,7 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
     """
 
     def __init__(self, hidden_dim, warmup_steps=4000, factor=1.0):
-        if warmup_steps < 1:
-            raise ValueError(f"`warmup_steps` must be >= 1, received {warmup_steps}.")
+        check_int("warmup_steps", warmup_steps, owner="NoamSchedule")
         self.hidden_dim = hidden_dim
         self.warmup_steps = warmup_steps
         self.factor = factor

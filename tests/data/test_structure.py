@@ -624,7 +624,8 @@ def test_a_record_or_a_missing_vocabulary_is_a_type_error(vocabulary, real_examp
     for builder in ("paragraphs", "sections", "snippets", "sentences"):
         with pytest.raises(TypeError, match="expect a keras_hsum.data.Example.*received dict"):
             build(builder, record, vocabulary, 4, 16)
-        with pytest.raises(TypeError, match="expect a keras_hsum.data.Vocabulary, received NoneType"):
+        with pytest.raises(TypeError,
+                           match="expect a keras_hsum.data.Vocabulary, received NoneType"):
             build(builder, real_examples("scisummnet", "val")[0], None, 4, 16)
     with pytest.raises(TypeError, match="received dict"):
         structure.build_flat(record, vocabulary, 16)

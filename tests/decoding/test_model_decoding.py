@@ -364,10 +364,12 @@ def test_terms_built_for_another_batch_or_vocabulary_are_refused():
     eta_hat = np.full((2, 4), 0.25, "float32")
     mask = np.ones((2, 4), bool)
     for term, message in [
-        (AttentionAlignment(eta_hat[:1]), r"AttentionAlignment: `eta_hat` must be float \[B,P\] "
-                                          r"for the search's B=2 examples, received shape \(1, 4\)"),
+        (AttentionAlignment(eta_hat[:1]),
+         r"AttentionAlignment: `eta_hat` must be float \[B,P\] for the search's B=2 examples, "
+         r"received shape \(1, 4\)"),
         (AttentionAlignment(eta_hat, paragraph_mask=mask[:1]), "`paragraph_mask` must be bool"),
-        (CoveragePenalty(4, paragraph_mask=mask[:1]), r"CoveragePenalty: `paragraph_mask`.*\(1, 4\)"),
+        (CoveragePenalty(4, paragraph_mask=mask[:1]),
+         r"CoveragePenalty: `paragraph_mask`.*\(1, 4\)"),
         (MaxLength(np.array([3], "int32")), r"MaxLength: `max_length` must be an int or int \[B\]"),
         (MaxLength(np.full((2, 1), 3, "int32")), r"received shape \(2, 1\)"),
         (TokenBlocking([5, 999]), rf"ids \[999\] are not among the model's {V} token ids"),

@@ -391,5 +391,6 @@ def test_wrong_inputs_raise():
         HierarchicalEncoder(num_heads=2, intermediate_dim=8, position_encoding="words")
     with pytest.raises(ValueError, match="pooling.*'cls'"):
         HierarchicalEncoder(num_heads=2, intermediate_dim=8, pooling="cls")
-    with pytest.raises(ValueError, match="num_sentence_layers=0"):
+    with pytest.raises(ValueError, match=r"HierarchicalEncoder: `num_sentence_layers` must be "
+                                         r"an int >= 1 \(the last.*received 0"):
         HierarchicalEncoder(num_heads=2, intermediate_dim=8, num_sentence_layers=0)

@@ -242,5 +242,7 @@ def test_wrong_inputs_raise():
         gate(snippets, scores, paragraph_mask=np.ones((2, 2), bool))
     with pytest.raises(ValueError, match=r"paragraph_mask.*rank 2.*\(2, 3, 1\)"):
         gate(snippets, scores, paragraph_mask=np.ones((2, 3, 1), bool))
-    with pytest.raises(ValueError, match=r"SnippetGate: `max_length` must be an int >= 1 \(L_ext\), received 0"):
+    with pytest.raises(ValueError,
+                       match=r"SnippetGate: `max_length` must be an int >= 1 \(L_ext\), "
+                             r"received 0"):
         SnippetGate(max_length=0)
