@@ -137,11 +137,16 @@ def masked_token_accuracy(logits, labels, weights):
 
 
 def memorize(model, inputs, labels, weights, epochs, batch_size=None, loss=None,
-             learning_rate=3e-3):
-    """Fits on (inputs, labels, weights) for `epochs`; returns the token
-    accuracy of the fitted model on the same data (dropout off)."""
+             learning_rate=3e-3, seed=0):
+    """Fits the unbuilt `model` on (inputs, labels, weights) for `epochs`;
+    returns the token accuracy of the fitted model on the same data (dropout
+    off). `seed` fixes the initial weights, which are drawn when fit builds
+    the model: without it they depend on the random draws of the tests that
+    ran before, and a few hundred steps do not memorize from every start."""
     from keras_hsum.models import LabelSmoothedCrossEntropy
 
+    assert not model.built, "memorize builds the model after seeding"
+    keras.utils.set_random_seed(seed)
     model.compile(
         optimizer=keras.optimizers.Adam(learning_rate, clipnorm=1.0),
         loss=loss or LabelSmoothedCrossEntropy(0.0),
