@@ -215,10 +215,10 @@ def test_memorizes_eight_real_examples(vocabulary, real_examples):
     )
     assert inputs["tokens"].shape == (8, 3, 24)
     model = recipe.build_model(config, vocabulary.vocabulary_size)
-    # At this learning rate 3 of 4 starts memorize (seeds 1-3: accuracy 1.0)
-    # and seed 0 stalls at 0.76; 5e-3 reaches 0.92-0.98 in 150 epochs.
+    # 250 epochs at 5e-3 memorize from every start tried (seeds 0-3: accuracy
+    # 0.995-1.0); 150 at 1e-2 stalled from one start in four (0.76).
     accuracy = memorize(
-        model, inputs, labels, weights, epochs=150, batch_size=8,
-        loss=recipe.loss(config), learning_rate=1e-2, seed=1,
+        model, inputs, labels, weights, epochs=250, batch_size=8,
+        loss=recipe.loss(config), learning_rate=5e-3, seed=0,
     )
     assert accuracy >= 0.95, accuracy
