@@ -29,6 +29,8 @@ whose score is <= NEG_INF / 2 is empty (only when the candidate space is
 exhausted, e.g. every token blocked).
 """
 
+import numbers
+
 import keras
 from keras import ops
 
@@ -177,6 +179,10 @@ def search(
             each token, zeros after the end.
     """
     terms = _term_list(terms, "search")
+    if isinstance(batch_size, numbers.Integral):
+        # A known B (Python or numpy int) is checked and made a Python int,
+        # which the score terms' `check` compares with their arguments.
+        batch_size = check_int("batch_size", batch_size, 1, owner="search")
     K = check_int("beam_size", beam_size, 1, owner="search")
     L = check_int("max_length", max_length, 1, owner="search")
     if sampling is not None and greedy:

@@ -6,6 +6,8 @@ its K outputs must be exactly the K best of the enumeration, with and
 without length normalisation, early termination on.
 """
 
+import re
+
 import numpy as np
 import pytest
 from keras import ops
@@ -59,3 +61,34 @@ def test_small_beam_top_hypothesis_is_never_better_than_brute_force():
     out = search(table_step_fn(table), initial_state(1, 2), 1, beam_size=2, max_length=L,
                  bos_id=0, eos_id=EOS, pad_id=0, terms=[LengthNormalization()])
     assert float(ops.convert_to_numpy(out["scores"])[0, 0]) <= best[0] + 1e-6
+
+
+def test_a_numpy_int_batch_size_is_a_known_batch():
+    """`search` called directly with B as a numpy int checks its terms against
+    B as it does for a Python int (a MaxLength of 2 examples is refused for a
+    batch of 1 instead of being broadcast) and decodes the same hypotheses;
+    B must be a positive int or a scalar tensor."""
+    from keras_hsum.decoding import MaxLength
+
+    table = random_table(4, L, V)
+
+    def run(batch_size, limits):
+        return search(table_step_fn(table), initial_state(1, 3), batch_size, beam_size=3,
+                      max_length=L, bos_id=0, eos_id=EOS, pad_id=0,
+                      terms=[MaxLength(np.array(limits, "int32"))])
+
+    for batch_size in (1, np.int64(1), np.int32(1)):
+        with pytest.raises(ValueError, match=r"MaxLength: `max_length` must be an int or "
+                                             r"int \[B\].*received shape \(2,\)"):
+            run(batch_size, [2, 3])
+    expected = run(1, [2])
+    for batch_size in (np.int64(1), ops.convert_to_tensor(1, "int32")):
+        got = run(batch_size, [2])
+        for key in ("sequences", "scores", "lengths"):
+            np.testing.assert_array_equal(ops.convert_to_numpy(got[key]),
+                                          ops.convert_to_numpy(expected[key]))
+    assert int(ops.convert_to_numpy(expected["lengths"]).max()) <= 2
+    for bad in (0, -1, np.int64(0), True):
+        with pytest.raises(ValueError, match=re.escape(
+                f"search: `batch_size` must be an int >= 1, received {bad!r}.")):
+            run(bad, [2])
