@@ -27,8 +27,8 @@ class SummarizerEnsemble(Summarizer):
     """Decodes with the weighted mean of several `Summarizer`s' next-token
     distributions (see the module docstring).
 
-    The members must share the vocabulary and special ids and read the same
-    features (e.g. several checkpoints of one run, or runs of one recipe on
+    The members must share the vocabulary, the extended vocabulary's size
+    (`num_oov`) and the special ids, and read the same features (e.g. several checkpoints of one run, or runs of one recipe on
     one vocabulary). Copy models' distributions (log-probabilities, over
     the extended vocabulary V + the batch's source OOVs for the discourse
     model) mix the same way: the members score the same ids.
@@ -65,10 +65,14 @@ class SummarizerEnsemble(Summarizer):
                     f"models; member {index} is a {type(member).__name__}."
                 )
         first = members[0]
+        # num_oov: the extended vocabulary's source-OOV slots (the discourse
+        # model's copy; 0 for models without one). The members' distributions
+        # are mixed id by id, so they must cover the same V + num_oov ids.
+        defaults = {"num_oov": 0}
         for index, member in enumerate(members[1:], start=1):
-            for attribute in ("pad_id", "bos_id", "eos_id", "vocabulary_size"):
-                mine = getattr(member, attribute, None)
-                theirs = getattr(first, attribute, None)
+            for attribute in ("pad_id", "bos_id", "eos_id", "vocabulary_size", "num_oov"):
+                mine = getattr(member, attribute, defaults.get(attribute))
+                theirs = getattr(first, attribute, defaults.get(attribute))
                 if mine != theirs:
                     raise ValueError(
                         f"SummarizerEnsemble members must share the vocabulary and "
@@ -94,6 +98,7 @@ class SummarizerEnsemble(Summarizer):
         self.member_weights = [w / total for w in member_weights]
         if getattr(first, "vocabulary_size", None) is not None:
             self.vocabulary_size = first.vocabulary_size
+        self.num_oov = getattr(first, "num_oov", 0)
         if all(member.built for member in members):
             self.built = True
 

@@ -7,6 +7,7 @@ import pytest
 
 from keras_hsum.decoding import beam_search
 from keras_hsum.decoding import greedy_search
+from keras_hsum.models import DiscourseSummarizer
 from keras_hsum.models import FlatTransformer
 from keras_hsum.models import HierarchicalTransformer
 from keras_hsum.models import SummarizerEnsemble
@@ -157,6 +158,17 @@ def test_clear_errors():
     other = flat(1, vocabulary_size=V + 5)
     with pytest.raises(ValueError, match="vocabulary_size=40, member 1 has vocabulary_size=45"):
         SummarizerEnsemble([model, other])
+    # Distributions over different extended vocabularies (V + num_oov source
+    # OOVs) cannot be mixed id by id; neither can a plain model's and a
+    # copy model's extended ids.
+    def discourse(num_oov):
+        return DiscourseSummarizer(vocabulary_size=V, hidden_dim=8, embedding_dim=6,
+                                   num_oov=num_oov)
+    with pytest.raises(ValueError, match="member 0 has num_oov=3, member 1 has num_oov=5"):
+        SummarizerEnsemble([discourse(3), discourse(5)])
+    with pytest.raises(ValueError, match="member 0 has num_oov=0, member 1 has num_oov=3"):
+        SummarizerEnsemble([model, discourse(3)])
+    SummarizerEnsemble([discourse(3), discourse(3)])
     for weights in ([1.0], [1.0, -1.0], [0, 0], [float("inf"), 1.0], [float("nan"), 1.0]):
         with pytest.raises(ValueError, match="2 finite non-negative numbers"):
             SummarizerEnsemble([model, model], member_weights=weights)
