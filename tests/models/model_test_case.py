@@ -136,17 +136,26 @@ def masked_token_accuracy(logits, labels, weights):
     return float(np.mean(predicted[weights] == np.asarray(labels)[weights]))
 
 
-def memorize(model, inputs, labels, weights, epochs, batch_size=None, loss=None,
+def seeded(build, seed):
+    """`build()` after `keras.utils.set_random_seed(seed)`: the model's
+    initial weights then depend on `seed` alone."""
+    keras.utils.set_random_seed(seed)
+    return build()
+
+
+def memorize(build, inputs, labels, weights, epochs, batch_size=None, loss=None,
              learning_rate=3e-3, seed=0):
-    """Fits the unbuilt `model` on (inputs, labels, weights) for `epochs`;
-    returns the token accuracy of the fitted model on the same data (dropout
-    off). `seed` fixes the initial weights, which are drawn when fit builds
-    the model: without it they depend on the random draws of the tests that
-    ran before, and a few hundred steps do not memorize from every start."""
+    """Seeds `seed`, makes a model with `build()`, fits it on (inputs, labels,
+    weights) for `epochs` and returns its token accuracy on the same data
+    (dropout off). The seed comes before `build()` because Keras draws each
+    initializer's seed from Python's `random` when a layer is constructed:
+    seeding after construction leaves the initial weights to the random draws
+    of the tests that ran before, and a few hundred steps do not memorize from
+    every start."""
     from keras_hsum.models import LabelSmoothedCrossEntropy
 
-    assert not model.built, "memorize builds the model after seeding"
-    keras.utils.set_random_seed(seed)
+    model = seeded(build, seed)
+    assert not model.built, "`build` must return an unbuilt model"
     model.compile(
         optimizer=keras.optimizers.Adam(learning_rate, clipnorm=1.0),
         loss=loss or LabelSmoothedCrossEntropy(0.0),

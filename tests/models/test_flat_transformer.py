@@ -1,5 +1,6 @@
 """FlatTransformer: decoding contract, save/reload, memorisation on real data."""
 
+import keras
 import numpy as np
 import pytest
 
@@ -13,8 +14,10 @@ from model_test_case import held_out_accuracy
 from model_test_case import memorize
 from model_test_case import random_flat_inputs
 from model_test_case import real_batch
+from model_test_case import seeded
 from model_test_case import set_token_shift_kernel
 from model_test_case import span_accuracy_by_shift
+from model_test_case import to_numpy
 
 
 def small_model(**overrides):
@@ -77,6 +80,36 @@ def test_save_reload(tmp_path):
     assert_save_reload(model, inputs, tmp_path)
 
 
+def test_seeding_before_construction_fixes_the_initial_weights():
+    """Keras draws each initializer's seed from Python's `random` when a layer
+    is constructed, so `memorize` seeds before `build()`: the same seed gives
+    the same weights whatever the random state left by earlier tests, and
+    seeding after construction does not."""
+    import random
+
+    inputs = random_inputs()
+
+    def weights(model):
+        model(inputs)
+        return [to_numpy(w) for w in model.weights]
+
+    def seeded_after(state):
+        random.seed(state)
+        model = small_model()
+        keras.utils.set_random_seed(0)
+        return weights(model)
+
+    def seeded_before(state):
+        random.seed(state)
+        return weights(seeded(small_model, 0))
+
+    for a, b in zip(seeded_before(1), seeded_before(2)):
+        np.testing.assert_array_equal(a, b)
+    assert any(not np.array_equal(a, b) for a, b in zip(seeded_after(1), seeded_after(2)))
+    assert any(not np.array_equal(a, b)
+               for a, b in zip(seeded_before(1), weights(seeded(small_model, 1))))
+
+
 @pytest.mark.tensorflow_only
 def test_memorizes_eight_real_examples(vocabulary, real_examples):
     import recipes.flat as recipe
@@ -84,8 +117,9 @@ def test_memorizes_eight_real_examples(vocabulary, real_examples):
     config = recipe.CONFIGS["tiny"].replace(max_source_length=128, max_target_length=32)
     inputs, labels, weights = real_batch(
         recipe, config, vocabulary, real_examples("qmsum_goldspan", "train"), 8)
-    model = recipe.build_model(config.replace(dropout=0.0), vocabulary.vocabulary_size)
-    accuracy = memorize(model, inputs, labels, weights, epochs=150, batch_size=8)
+    config = config.replace(dropout=0.0)
+    accuracy = memorize(lambda: recipe.build_model(config, vocabulary.vocabulary_size),
+                        inputs, labels, weights, epochs=150, batch_size=8)
     assert accuracy >= 0.95, accuracy
 
 

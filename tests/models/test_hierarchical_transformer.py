@@ -207,8 +207,8 @@ def test_memorizes_eight_real_examples(vocabulary, real_examples):
     inputs, labels, weights = real_batch(
         recipe, config, vocabulary, real_examples("qmsum_goldspan", "train"), 8)
     assert inputs["tokens"].shape[:2] == (8, 4)
-    model = recipe.build_model(config, vocabulary.vocabulary_size)
-    accuracy = memorize(model, inputs, labels, weights, epochs=80, batch_size=8)
+    accuracy = memorize(lambda: recipe.build_model(config, vocabulary.vocabulary_size),
+                        inputs, labels, weights, epochs=80, batch_size=8)
     assert accuracy >= 0.95, accuracy
 
 

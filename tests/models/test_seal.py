@@ -312,6 +312,6 @@ def test_memorizes_eight_real_examples(name, vocabulary, real_examples):
         assert inputs["segment_labels"].shape == (8, 2, 8)
     elif name == "extractive_abstractive":
         assert inputs["proxy_labels"].shape == (8, 8)
-    model = recipe.build_model(config, vocabulary.vocabulary_size)
-    accuracy = memorize(model, inputs, labels, weights, epochs=100, batch_size=8)
+    accuracy = memorize(lambda: recipe.build_model(config, vocabulary.vocabulary_size),
+                        inputs, labels, weights, epochs=100, batch_size=8)
     assert accuracy >= 0.95, accuracy
