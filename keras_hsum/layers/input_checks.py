@@ -2,9 +2,13 @@
 
 Every check works on static shapes (tuples with `None` for unknown sizes), so
 it runs at build or trace time on every backend and costs nothing per step.
+The one value check, token ids against the vocabulary, reads numpy features
+only (what a user passes to a model or a search), never a tensor.
 """
 
 import numbers
+
+import numpy as np
 
 from keras_hsum.checks import check_int
 
@@ -61,14 +65,20 @@ def _static_shape(value):
         return None
 
 
-def check_feature_shapes(name, inputs):
+def check_feature_shapes(name, inputs, vocabulary_size=None, num_oov=0):
     """Raises a ValueError when a model's features disagree where their
     static shapes are known:
 
     - every array feature has the batch size B of the others (a batch of 1
       would otherwise broadcast over the batch);
     - `token_mask` has the shape of `tokens`, `paragraph_mask` its first two
-      axes [B,P] when `tokens` is [B,P,T] (likewise `summary_*`).
+      axes [B,P] when `tokens` is [B,P,T] (likewise `summary_*`);
+    - with `vocabulary_size` V, a numpy id feature (`tokens`,
+      `summary_tokens`, `context_tokens`, `decoder_tokens`) holds ids in
+      [0, V), or [0, V + `num_oov`) for `decoder_tokens` (a copy model's
+      extended ids). An id outside would wrap around (a negative one) or
+      give NaN logits (JAX) or a backend error deep in the model; the usual
+      cause is a batch encoded with another vocabulary. Tensors are not read.
 
     Dtypes are not checked: Keras traces a saved model's default signature
     with float placeholders for every input.
@@ -78,6 +88,8 @@ def check_feature_shapes(name, inputs):
     """
     if not isinstance(inputs, dict):
         return
+    if vocabulary_size is not None:
+        _check_token_ids(name, inputs, int(vocabulary_size), int(num_oov or 0))
     shapes = {key: _static_shape(value) for key, value in inputs.items()}
     batch = {key: shape[0] for key, shape in shapes.items()
              if shape and shape[0] is not None}
@@ -102,6 +114,41 @@ def check_feature_shapes(name, inputs):
             raise ValueError(
                 f"{name}: `{mask}` must have shape {expected} (from `{feature}` "
                 f"{feature_shape}), received {mask_shape}."
+            )
+
+
+def token_id_range(model):
+    """`(vocabulary_size, num_oov)` of `model` for `check_feature_shapes`
+    (None and 0 where it has no such attribute)."""
+    return getattr(model, "vocabulary_size", None), getattr(model, "num_oov", 0) or 0
+
+
+# Features that hold token ids, and whether they may hold a copy model's
+# extended ids (V .. V + num_oov - 1: the example's source OOVs).
+_ID_FEATURES = (
+    ("tokens", False),
+    ("summary_tokens", False),
+    ("context_tokens", False),
+    ("decoder_tokens", True),
+)
+
+
+def _check_token_ids(name, inputs, vocabulary_size, num_oov):
+    for key, extended in _ID_FEATURES:
+        value = inputs.get(key)
+        if not isinstance(value, np.ndarray) or not value.size:
+            continue
+        if value.dtype == bool or not np.issubdtype(value.dtype, np.number):
+            continue
+        limit = vocabulary_size + (num_oov if extended else 0)
+        low, high = value.min(), value.max()
+        if low < 0 or high >= limit:
+            bound = "vocabulary_size" + (f" {vocabulary_size} + num_oov {num_oov}"
+                                         if extended and num_oov else "")
+            raise ValueError(
+                f"{name}: `{key}` must hold token ids in [0, {limit}) (the model's "
+                f"{bound}), received ids from {low} to {high}. Encode the batch "
+                "with the vocabulary the model was built for."
             )
 
 

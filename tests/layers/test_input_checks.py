@@ -81,6 +81,85 @@ def test_models_and_searches_refuse_a_batch_one_mask():
         ranker(dict(ranker_inputs, context_tokens=ranker_inputs["context_tokens"][:1]))
 
 
+def test_token_ids_outside_the_vocabulary_are_named():
+    """numpy ids are checked against [0, V) ([0, V + num_oov) for a copy
+    model's decoder input); tensors and unknown vocabularies are not read."""
+    features = _features()
+    check_feature_shapes("m", features, vocabulary_size=2)
+    check_feature_shapes("m", dict(features, tokens=features["tokens"] * 9))  # no V given
+    for key in ("tokens", "decoder_tokens"):
+        for bad, shown in ((7, "from 1 to 7"), (-1, "from -1 to 1")):
+            changed = dict(features, **{key: features[key].copy()})
+            changed[key].flat[-1] = bad
+            with pytest.raises(ValueError, match=rf"^my_model: `{key}` must hold token ids in "
+                                                 rf"\[0, 7\) .*received ids {shown}\. Encode"):
+                check_feature_shapes("my_model", changed, vocabulary_size=7)
+    extended = dict(features, decoder_tokens=np.full((2, 5), 8, "int32"))
+    check_feature_shapes("m", extended, vocabulary_size=7, num_oov=2)
+    with pytest.raises(ValueError, match=r"`decoder_tokens` must hold token ids in \[0, 9\) "
+                                         r"\(the model's vocabulary_size 7 \+ num_oov 2\)"):
+        check_feature_shapes("m", dict(extended, decoder_tokens=extended["decoder_tokens"] + 1),
+                             vocabulary_size=7, num_oov=2)
+    with pytest.raises(ValueError, match=r"`tokens` must hold token ids in \[0, 7\)"):
+        check_feature_shapes("m", dict(features, tokens=np.full((2, 3, 4), 8, "int32")),
+                             vocabulary_size=7, num_oov=2)  # source ids are never extended
+
+
+def test_models_and_searches_refuse_ids_of_another_vocabulary():
+    """A batch encoded with a larger vocabulary: ids >= V would give NaN
+    logits under JAX (and negative ids wrap around on every backend); each
+    model and the searches name the feature instead."""
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "models"))
+    import test_discourse_summarizer as discourse_tests
+    import test_flat_transformer as flat_tests
+    import test_paragraph_ranker as ranker_tests
+    import test_shte as shte_tests
+
+    from keras_hsum.decoding import beam_search
+    from keras_hsum.models import SummarizerEnsemble
+
+    inputs = flat_tests.random_inputs()
+    model = flat_tests.small_model()
+    model(inputs)
+    for key, value in (("tokens", 60), ("decoder_tokens", 60), ("tokens", -3)):
+        changed = dict(inputs, **{key: inputs[key].copy()})
+        changed[key][0, 1] = value
+        with pytest.raises(ValueError, match=rf"flat_transformer.*: `{key}` must hold token ids in "
+                                             r"\[0, 60\)"):
+            model(changed)
+    source = {k: v for k, v in inputs.items() if k != "decoder_tokens"}
+    bad_source = dict(source, tokens=np.where(source["tokens"] > 0, 61, 0).astype("int32"))
+    for searched in (model, SummarizerEnsemble([model, model])):
+        with pytest.raises(ValueError, match=r"`tokens` must hold token ids in \[0, 60\)"):
+            beam_search(searched, bad_source, beam_size=2, max_length=3)
+    beam_search(model, source, beam_size=2, max_length=3)
+
+    # The discourse model reads decoder ids >= V (a source OOV's extended
+    # id) as unk: they are valid up to V + num_oov.
+    discourse = discourse_tests.small_model()
+    features = discourse_tests.random_inputs()
+    extended = dict(features, decoder_tokens=features["decoder_tokens"].copy())
+    extended["decoder_tokens"][0, 2] = discourse_tests.V + 2
+    discourse(extended)
+    extended["decoder_tokens"][0, 2] = discourse_tests.V + 3
+    with pytest.raises(ValueError, match=r"`decoder_tokens` must hold token ids in \[0, 43\)"):
+        discourse(extended)
+
+    shte = shte_tests.small_model()
+    shte_inputs = shte_tests.random_inputs()
+    shte(shte_inputs)
+    with pytest.raises(ValueError, match=r"`summary_tokens` must hold token ids in \[0, 40\)"):
+        shte(dict(shte_inputs, summary_tokens=shte_inputs["summary_tokens"] + 40))
+    ranker = ranker_tests.small_model()
+    ranker_inputs = ranker_tests.random_inputs()
+    ranker(ranker_inputs)
+    with pytest.raises(ValueError, match=r"`context_tokens` must hold token ids in \[0, 50\)"):
+        ranker(dict(ranker_inputs, context_tokens=ranker_inputs["context_tokens"] - 51))
+
+
 def test_hyperparameters_by_name():
     check_hyperparameters("m", hidden_dim=np.int64(16), num_heads=2, num_encoder_layers=0,
                           num_decoder_layers=1, dropout=np.float32(0.1), num_oov=0,
