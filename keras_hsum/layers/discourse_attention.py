@@ -5,6 +5,7 @@ from keras import ops
 
 from keras_hsum.layers.input_checks import check_dims
 from keras_hsum.layers.input_checks import check_rank
+from keras_hsum.layers.input_checks import expect_width
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import large_negative
 from keras_hsum.layers.masking import masked_softmax
@@ -238,6 +239,7 @@ class DiscourseAttention(keras.layers.Layer):
         self.word_score_dense.build(features_shape)
         if self.coverage_dense is not None:
             self.coverage_dense.build(tuple(word_states_shape[:3]) + (1,))
+        expect_width(self, "decoder_state", decoder_state_shape)
         self.built = True
 
     def call(

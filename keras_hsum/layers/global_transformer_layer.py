@@ -5,6 +5,7 @@ from keras import ops
 
 from keras_hsum.layers.input_checks import check_dims
 from keras_hsum.layers.input_checks import check_rank
+from keras_hsum.layers.input_checks import expect_width
 from keras_hsum.layers.inter_paragraph_attention import InterParagraphAttention
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import merge_masks
@@ -193,6 +194,7 @@ class GlobalTransformerLayer(keras.layers.Layer):
         )
         self.ffn_output_bias = weight("ffn_output_bias", (hidden_dim,), self.bias_initializer)
         self.layer_norm.build(inputs_shape)
+        expect_width(self, "inputs", inputs_shape)
         self.built = True
 
     def call(

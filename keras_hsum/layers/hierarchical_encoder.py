@@ -8,6 +8,7 @@ from keras_hub.layers import TransformerEncoder
 from keras_hsum.checks import check_int
 from keras_hsum.layers.input_checks import check_dims
 from keras_hsum.layers.input_checks import check_rank
+from keras_hsum.layers.input_checks import expect_width
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import large_negative
 from keras_hsum.layers.masking import merge_masks
@@ -260,6 +261,7 @@ class HierarchicalEncoder(keras.layers.Layer):
                 (batch, paragraphs, tokens, dim), (batch, paragraphs, tokens)
             )
             self.sentence_pooling.build(sentence_shape, (batch, paragraphs))
+        expect_width(self, "inputs", inputs_shape)
         self.built = True
 
     def _pool(self, pooling_layer, x, mask, training):

@@ -8,6 +8,7 @@ only (what a user passes to a model or a search), never a tensor.
 
 import numbers
 
+import keras
 import numpy as np
 
 from keras_hsum.checks import check_int
@@ -42,6 +43,20 @@ def check_dims(layer, name, shape, expected, symbols):
             f"(None: any size), received shape {shape}."
         )
     return shape
+
+
+def expect_width(layer, name, shape):
+    """Called at the end of `layer.build(shape, ...)`: the built layer then
+    refuses a first input (the argument `name`) whose last axis is not the
+    width its weights were built for, with Keras' own message (as
+    `keras.layers.Dense` does): "Input 0 with name '<name>' of layer ... is
+    incompatible with the layer: expected axis -1 of input shape to have
+    value D, but received input with shape ...".
+    Without it a layer reused at another width fails inside an einsum or a
+    matmul, in backend words."""
+    shape = tuple(shape)
+    if shape and shape[-1] is not None:
+        layer.input_spec = keras.InputSpec(axes={-1: int(shape[-1])}, name=name)
 
 
 # (mask, the features it masks, how many leading axes they share): a mask

@@ -9,6 +9,7 @@ from keras import ops
 from keras_hsum.checks import check_int
 from keras_hsum.layers.input_checks import check_dims
 from keras_hsum.layers.input_checks import check_rank
+from keras_hsum.layers.input_checks import expect_width
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import masked_softmax
 
@@ -168,6 +169,7 @@ class InterParagraphAttention(keras.layers.Layer):
             shape=(output_dim,),
             initializer=self._initializer(self.bias_initializer),
         )
+        expect_width(self, "inputs", inputs_shape)
         self.built = True
 
     def call(

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_hsum.checks import check_int
+from keras_hsum.layers.input_checks import expect_width
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import masked_softmax
 
@@ -219,6 +220,7 @@ class MultiHeadPooling(keras.layers.Layer):
         else:
             self.head_kernel = self._kernel("head_kernel", (heads, head_dim, head_dim))
             self.head_bias = self._bias("head_bias", (heads, head_dim))
+        expect_width(self, "inputs", inputs_shape)
         self.built = True
 
     def call(self, inputs, token_mask=None, return_head_outputs=False, training=None):

@@ -5,6 +5,7 @@ from keras import ops
 
 from keras_hsum.layers.input_checks import check_dims
 from keras_hsum.layers.input_checks import check_rank
+from keras_hsum.layers.input_checks import expect_width
 from keras_hsum.layers.masking import as_bool_mask
 
 
@@ -174,6 +175,7 @@ class SiameseClassifierHead(keras.layers.Layer):
         self.hidden_dense.build((document_shape[0], 3 * dim))
         self.hidden_dropout.build((document_shape[0], self.hidden_dim))
         self.output_dense.build((document_shape[0], self.hidden_dim))
+        expect_width(self, "document", document_shape)
         self.built = True
 
     def call(self, document, summary, training=None):

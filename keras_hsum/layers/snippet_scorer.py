@@ -6,6 +6,7 @@ from keras_hub.layers import TransformerEncoder
 
 from keras_hsum.checks import check_int
 from keras_hsum.layers.input_checks import check_dims, check_rank
+from keras_hsum.layers.input_checks import expect_width
 from keras_hsum.layers.masking import as_bool_mask, merge_masks
 from keras_hsum.layers.multi_head_pooling import MultiHeadPooling
 
@@ -263,6 +264,7 @@ class SnippetScorer(keras.layers.Layer):
         for layer in self.encoder_layers:
             layer.build((batch, None, dim))
         self.score_dense.build((batch, paragraphs, dim))
+        expect_width(self, "snippets", snippets_shape)
         self.built = True
 
     def call(

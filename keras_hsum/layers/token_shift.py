@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_hsum.layers.input_checks import check_dims
+from keras_hsum.layers.input_checks import expect_width
 from keras_hsum.layers.masking import as_bool_mask
 
 
@@ -77,6 +78,7 @@ class TokenShift(keras.layers.Layer):
             shape=(width, width),
             initializer=self.kernel_initializer,
         )
+        expect_width(self, "inputs", inputs_shape)
         self.built = True
 
     def call(self, inputs, token_mask=None):

@@ -23,10 +23,12 @@ backend for tests that check a specific path (e.g. through a gate).
 """
 
 import os
+import re
 import tempfile
 
 import keras
 import numpy as np
+import pytest
 from keras import ops
 from keras import tree
 
@@ -179,6 +181,7 @@ def run_layer_test(
     run_saving_check=True,
     run_jit_check=True,
     run_mixed_precision_check=True,
+    run_width_check=True,
     tolerance=1e-5,
 ):
     """Runs the shared checks on a layer.
@@ -274,7 +277,22 @@ def run_layer_test(
         for e, c in zip(tree.flatten(expected), tree.flatten(to_numpy(compiled))):
             np.testing.assert_allclose(c, e, atol=tolerance, rtol=0)
 
-    # 8. Mixed precision.
+    # 8. Reused at another width: the built layer refuses a first input
+    #    whose last axis differs from the one its weights were built for.
+    if run_width_check:
+        name, first = next(iter(input_data.items()))
+        wider = np.concatenate([first, first[..., :1]], axis=-1)
+        # Keras' InputSpec message (`expect_width`) or the layer's own
+        # shape check: both name the input, its width and what was received.
+        with pytest.raises(ValueError, match=(
+            rf"{name}.* {first.shape[-1]}\b.*received .*shape {re.escape(str(wider.shape))}"
+        )):
+            layer(**dict(input_data, **{name: wider}))
+        again = to_numpy(layer(**input_data))
+        for r, a in zip(tree.flatten(reference), tree.flatten(again)):
+            np.testing.assert_allclose(a, r, atol=tolerance, rtol=0)
+
+    # 9. Mixed precision.
     if run_mixed_precision_check:
         mixed = cls(**init_kwargs, dtype="mixed_float16")
         outputs = mixed(**input_data)
