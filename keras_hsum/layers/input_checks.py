@@ -181,7 +181,7 @@ def _minimum(name):
     return None
 
 
-def check_hyperparameters(owner, **values):
+def check_hyperparameters(owner, optional=(), **values):
     """Raises a ValueError naming the first bad constructor argument:
 
     - sizes (`*_dim`, `num_heads`, `vocabulary_size`, `*_length`) are ints
@@ -189,13 +189,15 @@ def check_hyperparameters(owner, **values):
       >= 1 (a summarizer without decoder layers never reads its source);
     - `dropout` is a number in [0, 1).
 
-    None (an optional size left to its default) passes. Without the check a
-    zero or negative size fails later, in Keras or the backend, with a
-    message that names neither the argument nor the model (e.g. "integer
-    modulo by zero", or a `rate` for `dropout`), or runs silently wrong.
+    None passes only for the names in `optional` (a size left to a default
+    derived from others, e.g. SHTE's `sentence_intermediate_dim`). Without
+    the check a zero, negative or None size fails later, in Keras or the
+    backend, with a message that names neither the argument nor the model
+    (e.g. "integer modulo by zero", or a `rate` for `dropout`), or runs
+    silently wrong.
     """
     for name, value in values.items():
-        if value is None:
+        if value is None and name in optional:
             continue
         if name == "dropout" or name.endswith("_dropout"):
             if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (

@@ -3,7 +3,6 @@
 import keras
 from keras import ops
 
-from keras_hsum.checks import check_int
 from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.models.summarizer import required
@@ -87,11 +86,6 @@ class CompressiveAbstractive(FlatMemorySummarizer):
             num_decoder_layers=num_decoder_layers, snippets_per_group=snippets_per_group,
             compressed_length=compressed_length, dropout=dropout,
         )
-        for name, value in (
-            ("snippets_per_group", snippets_per_group),
-            ("compressed_length", compressed_length),
-        ):
-            check_int(name, value, owner=self.name)
         self.snippets_per_group = snippets_per_group
         self.compressed_length = compressed_length
         self._init_decoder(

@@ -28,8 +28,9 @@ class SummarizerEnsemble(Summarizer):
     distributions (see the module docstring).
 
     The members must share the vocabulary, the extended vocabulary's size
-    (`num_oov`) and the special ids, and read the same features (e.g. several checkpoints of one run, or runs of one recipe on
-    one vocabulary). Copy models' distributions (log-probabilities, over
+    (`num_oov`) and the special ids, and read the same features (e.g.
+    several checkpoints of one run, or runs of one recipe on one
+    vocabulary). Copy models' distributions (log-probabilities, over
     the extended vocabulary V + the batch's source OOVs for the discourse
     model) mix the same way: the members score the same ids.
 

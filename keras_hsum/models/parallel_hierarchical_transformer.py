@@ -8,7 +8,6 @@ from keras_hub.layers import ReversibleEmbedding
 from keras_hub.layers import SinePositionEncoding
 from keras_hub.layers import TransformerEncoder
 
-from keras_hsum.checks import check_int
 from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.multi_head_pooling import MultiHeadPooling
@@ -144,7 +143,6 @@ class ParallelHierarchicalTransformer(Summarizer):
                 f"received hidden_dim={hidden_dim}, num_heads={num_heads}. "
                 "Pick a width that is a multiple of the head count."
             )
-        check_int("num_decoder_layers", num_decoder_layers, owner=self.name)
         self.vocabulary_size = vocabulary_size
         self.hidden_dim = hidden_dim
         self.num_heads = num_heads

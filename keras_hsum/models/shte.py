@@ -119,6 +119,7 @@ class SHTE(keras.Model):
             intermediate_dim=intermediate_dim, sentence_intermediate_dim=sentence_intermediate_dim,
             num_word_layers=num_word_layers, num_sentence_layers=num_sentence_layers,
             classifier_hidden_dim=classifier_hidden_dim, dropout=dropout,
+            optional=("sentence_intermediate_dim",),
         )
         if position_encoding not in POSITION_ENCODINGS:
             raise ValueError(

@@ -163,7 +163,8 @@ def test_models_and_searches_refuse_ids_of_another_vocabulary():
 def test_hyperparameters_by_name():
     check_hyperparameters("m", hidden_dim=np.int64(16), num_heads=2, num_encoder_layers=0,
                           num_decoder_layers=1, dropout=np.float32(0.1), num_oov=0,
-                          sentence_intermediate_dim=None, layer_schedule="LLG")
+                          sentence_intermediate_dim=None, layer_schedule="LLG",
+                          optional=("sentence_intermediate_dim",))
     for values, message in [
         (dict(num_heads=0), "`num_heads` must be an int >= 1, received 0"),
         (dict(hidden_dim=16.0), "`hidden_dim` must be an int >= 1, received 16.0"),
@@ -174,6 +175,11 @@ def test_hyperparameters_by_name():
         (dict(dropout=1.0), r"`dropout` must be a number in \[0, 1\), received 1.0"),
         (dict(dropout=-0.1), "`dropout`"),
         (dict(dropout="0.1"), "`dropout`"),
+        # None only where the constructor declares it optional.
+        (dict(sentence_intermediate_dim=None), "`sentence_intermediate_dim` must be an int >= 1, "
+                                               "received None"),
+        (dict(num_decoder_layers=None), "`num_decoder_layers` must be an int >= 1, received None"),
+        (dict(dropout=None), r"`dropout` must be a number in \[0, 1\), received None"),
     ]:
         with pytest.raises(ValueError, match="^my_model: " + message):
             check_hyperparameters("my_model", **values)
@@ -191,6 +197,13 @@ def test_hyperparameters_by_name():
     ("ParagraphRanker", dict(vocabulary_size=0), "`vocabulary_size`"),
     ("AttentionPredictor", dict(num_heads=0), "`num_heads`"),
     ("CompressiveAbstractive", dict(vocabulary_size=50, dropout=-0.5), "`dropout`"),
+    ("CompressiveAbstractive", dict(vocabulary_size=50, snippets_per_group=None),
+     "`snippets_per_group` must be an int >= 1, received None"),
+    ("CompressiveAbstractive", dict(vocabulary_size=50, compressed_length=0),
+     "`compressed_length` must be an int >= 1, received 0"),
+    ("ParallelHierarchicalTransformer", dict(vocabulary_size=50, num_decoder_layers=None),
+     "`num_decoder_layers` must be an int >= 1, received None"),
+    ("FlatTransformer", dict(vocabulary_size=None), "`vocabulary_size` must be an int >= 1"),
 ])
 def test_models_name_a_bad_constructor_argument(model, arguments, message):
     import keras_hsum.models as models
