@@ -39,8 +39,7 @@ from keras_hsum.decoding.terms import NEG_INF
 from keras_hsum.decoding.terms import MinLength
 from keras_hsum.decoding.terms import ScoreTerm
 from keras_hsum.decoding.terms import StepContext
-from keras_hsum.layers.input_checks import check_feature_shapes
-from keras_hsum.layers.input_checks import token_id_range
+from keras_hsum.layers.input_checks import check_model_features
 
 _DEAD = NEG_INF / 2  # anything at or below this is blocked / empty
 
@@ -376,7 +375,7 @@ def _model_search(model, inputs, beam_size, max_length, terms, eos_id, pad_id, g
             "(`model(batch)` with `decoder_tokens`), train it, or load a saved "
             "model first."
         )
-    check_feature_shapes(getattr(model, "name", "model"), inputs, *token_id_range(model))
+    check_model_features(model, inputs)
     memory = model.encode(inputs)
     tiled = keras.tree.map_structure(
         lambda x: None if x is None else ops.repeat(x, K, axis=0), memory

@@ -132,10 +132,13 @@ def check_feature_shapes(name, inputs, vocabulary_size=None, num_oov=0):
             )
 
 
-def token_id_range(model):
-    """`(vocabulary_size, num_oov)` of `model` for `check_feature_shapes`
-    (None and 0 where it has no such attribute)."""
-    return getattr(model, "vocabulary_size", None), getattr(model, "num_oov", 0) or 0
+def check_model_features(model, inputs):
+    """`check_feature_shapes` for `model`'s features, ids included: its name,
+    `vocabulary_size` and `num_oov` (None and 0 where it has none)."""
+    check_feature_shapes(
+        getattr(model, "name", "model"), inputs,
+        getattr(model, "vocabulary_size", None), getattr(model, "num_oov", 0) or 0,
+    )
 
 
 # Features that hold token ids, and whether they may hold a copy model's
@@ -153,7 +156,7 @@ def _check_token_ids(name, inputs, vocabulary_size, num_oov):
         value = inputs.get(key)
         if not isinstance(value, np.ndarray) or not value.size:
             continue
-        if value.dtype == bool or not np.issubdtype(value.dtype, np.number):
+        if not np.issubdtype(value.dtype, np.number):  # bool is not a number
             continue
         limit = vocabulary_size + (num_oov if extended else 0)
         low, high = value.min(), value.max()

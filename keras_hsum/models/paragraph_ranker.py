@@ -4,10 +4,9 @@ import keras
 from keras import ops
 
 from keras_hsum.layers.input_checks import check_dims
-from keras_hsum.layers.input_checks import check_feature_shapes
 from keras_hsum.layers.input_checks import check_hyperparameters
+from keras_hsum.layers.input_checks import check_model_features
 from keras_hsum.layers.input_checks import check_rank
-from keras_hsum.layers.input_checks import token_id_range
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import large_negative
 from keras_hsum.models.first_call import call_without_unbuilt_warnings
@@ -163,7 +162,7 @@ class ParagraphRanker(keras.Model):
     def __call__(self, inputs, *args, **kwargs):
         # The model's input errors without Keras' "unbuilt state" warnings
         # on a first call (keras_hsum.models.first_call).
-        check_feature_shapes(self.name, inputs, *token_id_range(self))
+        check_model_features(self, inputs)
         return call_without_unbuilt_warnings(self, super().__call__, inputs, *args, **kwargs)
 
     def call(self, inputs, training=False):

@@ -7,9 +7,8 @@ from keras_hsum.checks import check_int
 from keras_hsum.layers.hierarchical_encoder import POOLINGS
 from keras_hsum.layers.hierarchical_encoder import POSITION_ENCODINGS
 from keras_hsum.layers.hierarchical_encoder import HierarchicalEncoder
-from keras_hsum.layers.input_checks import check_feature_shapes
 from keras_hsum.layers.input_checks import check_hyperparameters
-from keras_hsum.layers.input_checks import token_id_range
+from keras_hsum.layers.input_checks import check_model_features
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import merge_masks
 from keras_hsum.layers.siamese_classifier_head import SiameseClassifierHead
@@ -223,7 +222,7 @@ class SHTE(keras.Model):
     def __call__(self, inputs, *args, **kwargs):
         # The model's input errors without Keras' "unbuilt state" warnings
         # on a first call (keras_hsum.models.first_call).
-        check_feature_shapes(self.name, inputs, *token_id_range(self))
+        check_model_features(self, inputs)
         return call_without_unbuilt_warnings(self, super().__call__, inputs, *args, **kwargs)
 
     def call(self, inputs, training=False):

@@ -30,8 +30,7 @@ model-specific entries documented by each model.
 import keras
 from keras import ops
 
-from keras_hsum.layers.input_checks import check_feature_shapes
-from keras_hsum.layers.input_checks import token_id_range
+from keras_hsum.layers.input_checks import check_model_features
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.models.first_call import call_without_unbuilt_warnings
 from keras_hsum.models.reinforce import reference_weights
@@ -133,7 +132,7 @@ class Summarizer(keras.Model):
         # the model's other input errors reach the user without Keras'
         # "unbuilt state" warnings (keras_hsum.models.first_call).
         self._check_teacher_forcing(inputs)
-        check_feature_shapes(self.name, inputs, *token_id_range(self))
+        check_model_features(self, inputs)
         return call_without_unbuilt_warnings(self, super().__call__, inputs, *args, **kwargs)
 
     def call(self, inputs, training=False):

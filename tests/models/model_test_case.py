@@ -192,8 +192,7 @@ def held_out_accuracy(build, train, held_out, epochs, batch_size=32):
     token accuracy on `held_out` (numpy argmax over `model.predict`)."""
     from keras_hsum.models import LabelSmoothedCrossEntropy
 
-    keras.utils.set_random_seed(0)
-    model = build()
+    model = seeded(build, 0)
     model.compile(optimizer=keras.optimizers.Adam(1e-3, clipnorm=1.0),
                   loss=LabelSmoothedCrossEntropy(0.0))
     model.fit(*train[:2], sample_weight=train[2], epochs=epochs, batch_size=batch_size,
