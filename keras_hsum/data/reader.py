@@ -27,6 +27,10 @@ import re
 from keras_hsum.checks import check_int
 from keras_hsum.data.sentences import split_sentences
 
+# Plain-text markers (`read_text`): a line holding only one of them.
+SECTION_BREAK = "==="
+DOCUMENT_BREAK = "---"
+
 
 @dataclasses.dataclass(frozen=True)
 class Section:
@@ -355,10 +359,13 @@ def read_jsonl(path, skip_invalid=False, unicode_errors="strict", report=None):
 def read_text(path, unicode_errors="replace", example_id=None):
     """Reads a plain-text file as one `Example` with no reference summary.
 
-    A blank line separates paragraphs; a line holding only `---` separates
-    documents (multi-document input). Sentences are split with
+    A blank line separates paragraphs; a line holding only `===` starts a
+    new section of the document (`SECTION_BREAK`; plain text has no
+    headings, so sections have none); a line holding only `---` starts a
+    new document (`DOCUMENT_BREAK`; multi-document input). Sections and
+    documents without text are skipped. Sentences are split with
     `keras_hsum.data.split_sentences`. Lines inside a paragraph are joined
-    with spaces.
+    with spaces. `render_documents` writes an `Example` in this format.
 
     Args:
         path: a UTF-8 text file.
@@ -398,9 +405,30 @@ def read_text(path, unicode_errors="replace", example_id=None):
     )
 
 
+def render_documents(example):
+    """An `Example`'s documents as plain text, one string per document.
+
+    The inverse of `example_from_text` up to sentence splitting: the
+    sentences of a paragraph are joined by spaces, paragraphs by a blank
+    line, and sections by a `SECTION_BREAK` line between blank lines
+    (headings are dropped; the models read none). A document without text
+    gives "".
+    """
+    documents = []
+    for document in example.documents:
+        sections = []
+        for section in document.sections:
+            paragraphs = [" ".join(p) for p in section.paragraphs if p]
+            if paragraphs:
+                sections.append("\n\n".join(paragraphs))
+        documents.append(f"\n\n{SECTION_BREAK}\n\n".join(sections))
+    return documents
+
+
 def example_from_text(text, example_id="text", title=None, query=None):
     """Builds an `Example` from plain text (see `read_text` for the rules)."""
     documents = []
+    sections = []
     paragraphs = []
     lines = []
 
@@ -411,18 +439,24 @@ def example_from_text(text, example_id="text", title=None, query=None):
                 paragraphs.append(tuple(sentences))
             lines.clear()
 
-    def close_document():
+    def close_section():
         close_paragraph()
         if paragraphs:
-            documents.append(
-                Document(None, (Section(None, tuple(paragraphs)),))
-            )
+            sections.append(Section(None, tuple(paragraphs)))
             paragraphs.clear()
+
+    def close_document():
+        close_section()
+        if sections:
+            documents.append(Document(None, tuple(sections)))
+            sections.clear()
 
     for line in io.StringIO(text):
         stripped = line.strip()
-        if stripped == "---":
+        if stripped == DOCUMENT_BREAK:
             close_document()
+        elif stripped == SECTION_BREAK:
+            close_section()
         elif not stripped:
             close_paragraph()
         else:

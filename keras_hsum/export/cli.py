@@ -15,7 +15,8 @@ text-out SavedModel to the next version folder of `--out`, then rewrites
 `summarize` loads a SavedModel with `tf.saved_model.load` (no Keras model is
 rebuilt) and prints one summary per example. The input is a JSONL file of
 examples (`keras_hsum.data.reader`) or a text file where a blank line
-separates paragraphs and a `---` line separates documents. `--explain`
+separates paragraphs, a `===` line starts a section and a `---` line starts
+a document. `--explain`
 writes a PNG: the paragraph attention per output token (PHT, HT, ...), the
 snippet selection per segment (SEAL) or the sentence scores (SHTE).
 
@@ -294,18 +295,12 @@ def _export(args):
 
 # ---------------------------------------------------------------- summarize
 def example_documents(example):
-    """An `Example`'s documents as strings: paragraphs joined by blank lines,
-    sentences by spaces (section headings are dropped)."""
-    documents = []
-    for document in example.documents:
-        paragraphs = [
-            " ".join(paragraph)
-            for section in document.sections
-            for paragraph in section.paragraphs
-            if paragraph
-        ]
-        documents.append("\n\n".join(paragraphs))
-    return documents
+    """An `Example`'s documents as strings, in the SavedModel's text format
+    (`keras_hsum.data.reader.render_documents`: paragraphs joined by blank
+    lines, sentences by spaces, sections by a `===` line)."""
+    from keras_hsum.data.reader import render_documents
+
+    return render_documents(example)
 
 
 def _batches(items, size):

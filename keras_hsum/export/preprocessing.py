@@ -10,10 +10,11 @@ It reproduces, step by step, what training does to plain text:
 
 1. `keras_hsum.data.reader.example_from_text`: each string of `documents`
    is one document; inside it, lines are stripped, a blank line closes a
-   paragraph, a line holding only `---` starts a new document, and the
-   lines of a paragraph are joined with single spaces. Documents without
-   text (e.g. the "" that pad a batch) are skipped, so `document_ids`
-   count only documents with text, as in Python.
+   paragraph, a line holding only `===` starts a new section, a line
+   holding only `---` starts a new document, and the lines of a paragraph
+   are joined with single spaces. Documents without text (e.g. the "" that
+   pad a batch) are skipped, so `document_ids` count only documents with
+   text, as in Python; sections without text are skipped too.
 2. `keras_hsum.data.sentences.split_sentences`, rewritten for RE2 (which
    has no look-ahead): a paragraph is cut into whitespace-separated chunks
    and a sentence ends between two chunks when the first ends with
@@ -45,9 +46,9 @@ samples by `tests/export/test_preprocessing.py`):
 - tf-idf scores are summed in a different order than numpy's, so a score
   can differ in the last float64 bit; after the cast to float32 this can
   only swap two rows whose scores tie to within one float32 ulp.
-- Plain text has no section headings: as with `example_from_text`, every
-  document is one section (the "sections" family gives one row per
-  document).
+- Plain text carries sections only where a `===` line marks them (as
+  `keras_hsum.data.reader.render_documents` writes them); without one, a
+  document is one section, as in `example_from_text`.
 """
 
 import functools
@@ -57,6 +58,8 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from keras_hsum.checks import check_int
+from keras_hsum.data.reader import DOCUMENT_BREAK
+from keras_hsum.data.reader import SECTION_BREAK
 
 FAMILIES = ("paragraphs", "sections", "snippets", "sentences", "flat")
 
@@ -188,7 +191,7 @@ class TextStructurer(tf.Module):
     Call arguments:
         documents: tf.string [B, None] (dense, "" pads; or a
             `tf.RaggedTensor`): one string per input document, paragraphs
-            separated by blank lines. Invalid UTF-8 is replaced by U+FFFD.
+            separated by blank lines, sections by a `===` line. Invalid UTF-8 is replaced by U+FFFD.
         title: optional tf.string [B] ("" or None: no title).
         query: optional tf.string [B] (ranks before the title, as
             `context_text` does).
@@ -379,10 +382,11 @@ class TextStructurer(tf.Module):
         """`example_from_text` on every document string.
 
         Returns:
-            `(text, batch, document, document_key)`: per paragraph, the
+            `(text, batch, document, section_key)`: per paragraph, the
             joined text tf.string, the batch index, the document number
             within its example (documents without text not counted) and a
-            document number unique over the batch; all [num_paragraphs].
+            section number unique over the batch (non-decreasing; a new
+            document also starts a new section); all [num_paragraphs].
         """
         num_documents = tf.shape(documents)[1]
         flat = self._clean(tf.reshape(documents, [-1]))
@@ -399,11 +403,15 @@ class TextStructurer(tf.Module):
             tf.range(tf.shape(stripped)[0], dtype=tf.int64),
             tf.gather(lines.row_starts(), lines.value_rowids()),
         )
-        separator = tf.equal(stripped, "---")
-        content = tf.not_equal(stripped, "") & ~separator
+        separator = tf.equal(stripped, DOCUMENT_BREAK)
+        section_break = tf.equal(stripped, SECTION_BREAK)
+        content = tf.not_equal(stripped, "") & ~separator & ~section_break
         previous = tf.concat([[False], content[:-1]], 0) & ~is_first
         starts = content & ~previous
         document_key = tf.cumsum(tf.cast(is_first | separator, tf.int32)) - 1
+        section_key = (
+            tf.cumsum(tf.cast(is_first | separator | section_break, tf.int32)) - 1
+        )
         paragraph = tf.cumsum(tf.cast(starts, tf.int32)) - 1
         num_paragraphs = tf.reduce_sum(tf.cast(starts, tf.int32))
         joined = tf.RaggedTensor.from_value_rowids(
@@ -419,7 +427,7 @@ class TextStructurer(tf.Module):
             ordinal, batch, tf.shape(documents)[0]
         )
         document = ordinal - tf.gather(first, batch)
-        return text, batch, document, key
+        return text, batch, document, tf.boolean_mask(section_key, starts)
 
     def _split_sentences(self, paragraphs):
         """`split_sentences` on every paragraph.
@@ -611,7 +619,7 @@ class TextStructurer(tf.Module):
         title = self._clean(title)
         query = self._clean(query)
         context = tf.where(tf.not_equal(query, ""), query, title)
-        paragraph_text, paragraph_batch, paragraph_document, paragraph_key = (
+        paragraph_text, paragraph_batch, paragraph_document, paragraph_section = (
             self._paragraphs(documents)
         )
         sentence_text, sentence_paragraph = self._split_sentences(paragraph_text)
@@ -629,7 +637,7 @@ class TextStructurer(tf.Module):
             paragraph=sentence_paragraph,
             batch=tf.gather(paragraph_batch, sentence_paragraph),
             document=tf.gather(paragraph_document, sentence_paragraph),
-            document_key=tf.gather(paragraph_key, sentence_paragraph),
+            section_key=tf.gather(paragraph_section, sentence_paragraph),
         )
         if self.family == "flat":
             return self._flat(sentences, context, num_batch)
@@ -650,7 +658,7 @@ class TextStructurer(tf.Module):
         )
 
     def _rows_sections(self, sentences):
-        row = _group_rows(sentences["document_key"])
+        row = _group_rows(sentences["section_key"])
         num_rows = tf.maximum(tf.reduce_max(row) + 1, 0)
         first = tf.math.unsorted_segment_min(
             tf.range(tf.shape(row)[0]), row, num_rows
@@ -725,13 +733,17 @@ class TextStructurer(tf.Module):
         )
 
     def _rows_snippets(self, sentences):
-        return self._rows_packed(sentences, sentences["document_key"])
+        # A snippet may cross sections, never documents (`build_snippets`).
+        document_key = sentences["batch"] * tf.maximum(
+            tf.reduce_max(sentences["document"]) + 1, 1
+        ) + sentences["document"]
+        return self._rows_packed(sentences, document_key)
 
     def _rows_paragraphs(self, sentences):
         if self.family_options["pack"] == "paragraph":
             groups = sentences["paragraph"]
         else:
-            groups = sentences["document_key"]
+            groups = sentences["section_key"]
         return self._rows_packed(sentences, groups)
 
     def _dense(self, rows, sentences, context, num_batch):

@@ -302,8 +302,8 @@ class SummarizerModule(tf.Module):
       query counts as none).
 
     Inputs: `documents` tf.string [B,None] (one string per input document,
-    paragraphs separated by blank lines, "" pads rows with fewer
-    documents); `title`, `query` tf.string [B]. Invalid UTF-8 bytes are
+    paragraphs separated by blank lines, sections by a `===` line, "" pads
+    rows with fewer documents); `title`, `query` tf.string [B]. Invalid UTF-8 bytes are
     replaced by U+FFFD before anything else.
 
     Outputs (a dict, the signature's output names): `summary` tf.string

@@ -426,6 +426,61 @@ def test_plain_text_paragraphs_and_documents(tmp_path):
     ]
 
 
+def test_plain_text_sections(tmp_path):
+    # A line holding only `===` (spaces around it allowed) starts a section;
+    # leading, repeated and trailing markers make no empty section; `===`
+    # inside a line, or with other text, is text.
+    text = (
+        "===\n\nIntro one.\n\n  ===  \n===\nMethod one.\n\nMethod two ===.\n"
+        "===\n\n---\n=== x\n===\nOther document.\n===\n"
+    )
+    path = tmp_path / "sections.txt"
+    path.write_text(text, encoding="utf-8")
+    example = reader.read_text(path)
+    structure = [
+        [[list(p) for p in s.paragraphs] for s in d.sections]
+        for d in example.documents
+    ]
+    assert structure == [
+        [[["Intro one."]], [["Method one."], ["Method two ===."]]],
+        [[["=== x"]], [["Other document."]]],
+    ]
+    assert all(s.heading is None for d in example.documents for s in d.sections)
+
+
+@pytest.mark.parametrize("name,split", SAMPLE_SPLITS)
+def test_render_documents_round_trips_sections(name, split):
+    # The text format carries the structure the builders read: documents,
+    # sections and paragraphs (sentences are re-split, so they are compared
+    # joined). Documents and sections without text drop out, as in reading.
+    from keras_hsum.data.sentences import split_sentences
+
+    def layout(documents):
+        kept = []
+        for document in documents:
+            sections = [
+                [" ".join(p) for p in section.paragraphs if " ".join(p).strip()]
+                for section in document.sections
+            ]
+            sections = [s for s in sections if s]
+            if sections:
+                kept.append(sections)
+        return kept
+
+    examples = list(reader.read_jsonl(corpora.sample_path(name, split)))[:40]
+    for example in examples:
+        texts = reader.render_documents(example)
+        assert len(texts) == len(example.documents)
+        back = reader.example_from_text(f"\n{reader.DOCUMENT_BREAK}\n".join(texts))
+        expected = [
+            [[" ".join(split_sentences(p)) for p in s] for s in d]
+            for d in layout(example.documents)
+        ]
+        expected = [[[p for p in s if p] for s in d] for d in expected]
+        expected = [[s for s in d if s] for d in expected]
+        assert layout(back.documents) == [d for d in expected if d], example.id
+
+
 def test_plain_text_invalid_utf8(tmp_path):
     path = tmp_path / "latin1.txt"
     path.write_bytes(b"Fine line.\n\nSecond " + INVALID_UTF8 + b"\n")
