@@ -207,6 +207,15 @@ RUNS = {
         overrides={**_DISCOURSE, "max_section_length": 500, "epochs": 9,
                    "coverage_start_epoch": 7},
     ),
+    # discourse_500_scisummnet again (same spec and seed; runs/ was gone),
+    # declared in stop 40 when the served text began to carry sections
+    # (a `===` line): every discourse row before it was evaluated on papers
+    # read as one section. Trained alone. `quality.py unmarked` scores the
+    # same export on the papers without the marker (the old serving).
+    "discourse_500_sections_scisummnet": dict(
+        recipe="discourse", dataset="scisummnet", minutes=40,
+        overrides={**_DISCOURSE, "max_section_length": 500},
+    ),
     # PHT + copy on the sectioned papers: sections re-chunked into rows of
     # 64 tokens kept in reading order (Lead-k is strong here), exported
     # from the best validation-loss checkpoint (596 training examples).
@@ -1894,6 +1903,33 @@ def choose_ensemble(name):
         lambda c: (-options[c], -names.index(c)))
 
 
+def unmarked(name):
+    """Scores RUNS[name]'s export on its validation examples with every
+    document's sections merged into one, i.e. served as text without the
+    `===` section marker (as every evaluation before stop 40 was):
+    results/quality/unmarked_<name>.json."""
+    import gzip
+
+    spec = RUNS[name]
+    folder = os.path.join(RUNS_DIR, "unmarked", spec["dataset"])
+    os.makedirs(folder, exist_ok=True)
+    merged = os.path.join(folder, "val.jsonl.gz")
+    with gzip.open(data_path(spec["dataset"]), "rt", encoding="utf-8") as source, \
+            gzip.open(merged, "wt", encoding="utf-8") as target:
+        for line in source:
+            example = json.loads(line)
+            for document in example["documents"]:
+                document["sections"] = [{"heading": None, "paragraphs": [
+                    p for section in document["sections"] for p in section["paragraphs"]]}]
+            target.write(json.dumps(example) + "\n")
+    keras_hsum(
+        "evaluate", "--model", os.path.join(run_folder(name), "export"),
+        "--name", f"{name} (sections unmarked)", "--data", merged,
+        "--references", DATASETS[spec["dataset"]]["references"],
+        "--out", os.path.join(RESULTS, f"unmarked_{name}.json"),
+    )
+
+
 def baselines(dataset):
     k = lead_k(dataset)
     for baseline in BASELINES:
@@ -2169,7 +2205,7 @@ def main(argv=None):
                                          "choose_length", "choose_recent", "choose_row",
                                          "choose_beam", "choose_epoch", "choose_average",
                                          "choose_ensemble",
-                                         "sampling_seeds", "rescore", "all"])
+                                         "sampling_seeds", "rescore", "unmarked", "all"])
     parser.add_argument("target", nargs="?", help="a run name (RUNS), a dataset (DATASETS) "
                         "or, for choose_length / choose_recent / choose_row / choose_beam, a "
                         "group (LENGTH_GROUPS / RECENT_GROUPS / ROW_GROUPS / BEAM_GROUPS)")
@@ -2225,7 +2261,8 @@ def main(argv=None):
          "choose_epoch": lambda: choose_epoch(args.target),
          "choose_average": lambda: choose_average(args.target),
          "choose_ensemble": lambda: choose_ensemble(args.target),
-         "sampling_seeds": lambda: sampling_seeds(args.target)}[args.step]()
+         "sampling_seeds": lambda: sampling_seeds(args.target),
+         "unmarked": lambda: unmarked(args.target)}[args.step]()
 
 
 if __name__ == "__main__":
