@@ -126,3 +126,32 @@ def test_token_blocking_never_emits_the_blocked_ids(seed):
 def test_token_blocking_rejects_negative_ids():
     with pytest.raises(ValueError, match=">= 0"):
         TokenBlocking([-1])
+
+
+@pytest.mark.tensorflow_only
+def test_every_score_term_method_converts_under_autograph():
+    # `search` under tf.function (every export) runs the terms' methods
+    # through AutoGraph; one it cannot convert is run as is, with a warning
+    # on every export (the base `check`, a docstring alone, did so).
+    import inspect
+
+    import tensorflow as tf
+
+    from keras_hsum.decoding import terms
+
+    classes = [
+        c for _, c in inspect.getmembers(terms, inspect.isclass)
+        if issubclass(c, terms.ScoreTerm)
+    ]
+    assert len(classes) >= 8, classes
+    converted = 0
+    for cls in classes:
+        for name, method in inspect.getmembers(cls, inspect.isfunction):
+            if name.startswith("__") or method.__module__ != terms.__name__:
+                continue
+            try:
+                tf.autograph.to_graph(method)
+            except Exception as error:  # noqa: BLE001 - report which one
+                pytest.fail(f"{cls.__name__}.{name} does not convert: {error}")
+            converted += 1
+    assert converted >= 20, converted
