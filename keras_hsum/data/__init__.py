@@ -17,6 +17,7 @@ from keras_hsum.data.reader import read_examples
 from keras_hsum.data.reader import read_jsonl
 from keras_hsum.data.reader import read_text
 from keras_hsum.data.reader import render_documents
+from keras_hsum.data.reader import resplit_sentences
 from keras_hsum.data.reader import example_from_text
 from keras_hsum.data.sentences import split_sentences
 from keras_hsum.data.structure import EmptyInputError

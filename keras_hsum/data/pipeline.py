@@ -499,6 +499,7 @@ def _generate(
     strict,
     unicode_errors,
     include_ids,
+    resplit=False,
 ):
     """Yields `(example, structured, features, outputs)` per good example.
 
@@ -510,6 +511,8 @@ def _generate(
     )
     report.passes += 1
     for example in _read(source, report, skip_invalid and not strict, unicode_errors):
+        if resplit:
+            example = reader_lib.resplit_sentences(example)
         try:
             structured, outputs = _structure_one(
                 example,
@@ -557,6 +560,7 @@ def structured_examples(
     strict=False,
     unicode_errors="strict",
     include_ids=False,
+    resplit_sentences=False,
 ):
     """Streams the features of each example, structured for one family.
 
@@ -583,6 +587,10 @@ def structured_examples(
         unicode_errors: `"strict"` (lines with invalid UTF-8 are invalid)
             or `"replace"` (keep them with U+FFFD).
         include_ids: add `example_id`, the example's id (0-d object array).
+        resplit_sentences: split every paragraph again with
+            `split_sentences` before structuring
+            (`keras_hsum.data.resplit_sentences`), as the SavedModel splits
+            the text it serves, instead of keeping the corpus' sentences.
 
     Yields:
         One dict of numpy arrays per good example, without batch axis:
@@ -611,6 +619,7 @@ def structured_examples(
         strict,
         unicode_errors,
         include_ids,
+        resplit_sentences,
     ):
         yield features
 
@@ -758,6 +767,7 @@ def make_dataset(
     include_ids=False,
     cache=None,
     max_examples=None,
+    resplit_sentences=False,
 ):
     """A `tf.data.Dataset` of padded batches for one model family.
 
@@ -794,7 +804,8 @@ def make_dataset(
         repeat: repeat the (reshuffled) source forever.
         drop_remainder: drop a last batch (per bucket) smaller than B.
         report: a `PipelineReport` that receives the counts.
-        require_summary, skip_invalid, strict, unicode_errors, include_ids:
+        require_summary, skip_invalid, strict, unicode_errors, include_ids,
+        resplit_sentences:
             as in `structured_examples` (`example_id` is tf.string [B]).
         cache: None (no cache), `True` (cache structured examples in
             memory) or a file path prefix; later epochs then skip reading
@@ -866,6 +877,7 @@ def make_dataset(
         skip_invalid=skip_invalid,
         unicode_errors=unicode_errors,
         include_ids=include_ids,
+        resplit=resplit_sentences,
     )
 
     specs = _family_specs(family, bool(max_target_length), include_ids)

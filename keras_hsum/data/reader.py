@@ -425,6 +425,31 @@ def render_documents(example):
     return documents
 
 
+def resplit_sentences(example):
+    """`example` with every paragraph's sentences split again by
+    `split_sentences`, as a SavedModel splits the text it serves.
+
+    A corpus' stored sentences come from its own splitter; the served text
+    is split by ours, so rows packed at sentence boundaries (HT, PHT, SEAL,
+    SHTE) can differ between training and serving. Training on re-split
+    examples (a recipe's `resplit_sentences=True`) removes that difference.
+    Paragraphs left without a sentence are dropped; headings, titles,
+    queries and references are kept.
+    """
+    documents = []
+    for document in example.documents:
+        sections = []
+        for section in document.sections:
+            paragraphs = []
+            for paragraph in section.paragraphs:
+                sentences = tuple(split_sentences(" ".join(paragraph)))
+                if sentences:
+                    paragraphs.append(sentences)
+            sections.append(Section(section.heading, tuple(paragraphs)))
+        documents.append(Document(document.title, tuple(sections)))
+    return dataclasses.replace(example, documents=tuple(documents))
+
+
 def example_from_text(text, example_id="text", title=None, query=None):
     """Builds an `Example` from plain text (see `read_text` for the rules)."""
     documents = []

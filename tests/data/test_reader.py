@@ -481,6 +481,23 @@ def test_render_documents_round_trips_sections(name, split):
         assert layout(back.documents) == [d for d in expected if d], example.id
 
 
+def test_resplit_sentences_keeps_everything_but_the_split():
+    section = reader.Section("Intro", (("See e.g.", "Smith et al. 2019. It works."), ("",)))
+    example = reader.Example(
+        id="x", dataset="d", title="T", query="Q",
+        documents=(reader.Document("D", (section,)),),
+        summary="S", references=("S", "R"),
+    )
+    resplit = reader.resplit_sentences(example)
+    assert resplit.documents[0].sections[0].paragraphs == (
+        ("See e.g. Smith et al. 2019.", "It works."),
+    )
+    assert resplit.documents[0].title == "D"
+    assert resplit.documents[0].sections[0].heading == "Intro"
+    assert (resplit.id, resplit.title, resplit.query, resplit.summary, resplit.references) == (
+        "x", "T", "Q", "S", ("S", "R"))
+
+
 def test_plain_text_invalid_utf8(tmp_path):
     path = tmp_path / "latin1.txt"
     path.write_bytes(b"Fine line.\n\nSecond " + INVALID_UTF8 + b"\n")

@@ -251,6 +251,56 @@ def test_served_text_keeps_the_sections_training_reads(
     assert not wrong, wrong
 
 
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_resplit_training_rows_equal_served_rows(recipe, real_examples, vocabulary):
+    """With `resplit_sentences=True` the pipeline's rows equal the served
+    rows on scisummnet, whose stored sentence split differs from ours in
+    about half of the paragraphs (the sentence-packed families differ on
+    most papers without it)."""
+    from keras_hsum.data import structured_examples
+    from keras_hsum.data.reader import render_documents
+
+    options = dict(recipe_options(recipe))
+    family = options.pop("family")
+    max_units = options.pop("max_units")
+    max_tokens = options.pop("max_tokens")
+    structurer = TextStructurer(
+        vocabulary.proto, family, max_units, max_tokens, **options
+    )
+    examples = list(real_examples("scisummnet", "val")[:16])
+    trained = list(
+        structured_examples(
+            examples, vocabulary, family, max_units, max_tokens,
+            family_options=options, strict=True, resplit_sentences=True,
+        )
+    )
+    assert len(trained) == len(examples)
+    wrong = []
+    for example, features in zip(examples, trained):
+        got = graph_features(
+            structurer,
+            [(render_documents(example), example.title or "", example.query or "")],
+        )
+        tokens = np.asarray(features["tokens"])
+        served = got["tokens"][0]
+        if family == "flat":
+            same = np.array_equal(served[: len(tokens)], tokens) and not got[
+                "token_mask"
+            ][0][len(tokens):].any()
+        else:
+            rows = len(tokens)
+            same = (
+                np.array_equal(served[:rows, : tokens.shape[1]], tokens)
+                and not got["paragraph_mask"][0][rows:].any()
+                and np.array_equal(
+                    got["document_ids"][0][:rows], features["document_ids"]
+                )
+            )
+        if not same:
+            wrong.append(example.id)
+    assert not wrong, wrong
+
+
 # Sentences that exercise every rule of `split_sentences`.
 TRICKY_PARAGRAPHS = (
     "See Fig. 3 for details. It costs 3.5 dollars. Then e.g. Paris works.",
@@ -514,3 +564,30 @@ def test_recipe_structure_options_match_make_dataset(
     )
     assert options == expected
     TextStructurer(vocabulary.proto, **options)  # accepted as is
+
+
+@pytest.mark.parametrize("value", [False, True])
+def test_recipe_config_passes_resplit_sentences(value, vocabulary, monkeypatch):
+    """`--set resplit_sentences=...` reaches make_dataset for every recipe."""
+    import recipes
+    import recipes.base
+    from keras_hsum.cli import parse_overrides
+
+    class Captured(Exception):
+        pass
+
+    seen = {}
+
+    def fake_make_dataset(source, vocabulary, family, **kwargs):
+        seen[family] = kwargs["resplit_sentences"]
+        raise Captured
+
+    monkeypatch.setattr(recipes.base, "make_dataset", fake_make_dataset)
+    for name in ("flat", "ht", "pht", "seal", "discourse", "shte"):
+        config = parse_overrides(
+            recipes.config(name, "tiny"), [f"resplit_sentences={value}"]
+        )
+        seen.clear()
+        with pytest.raises(Captured):
+            recipes.get(name).make_dataset(config, [], vocabulary, training=True)
+        assert list(seen.values()) == [value], (name, seen)
