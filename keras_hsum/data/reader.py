@@ -412,7 +412,9 @@ def render_documents(example):
     sentences of a paragraph are joined by spaces, paragraphs by a blank
     line, and sections by a `SECTION_BREAK` line between blank lines
     (headings are dropped; the models read none). A document without text
-    gives "".
+    gives "". The format has no escape: a paragraph whose text holds a line
+    equal to `===` or `---` would read back as a marker (no bundled corpus
+    has one).
     """
     documents = []
     for document in example.documents:

@@ -551,7 +551,7 @@ def add_parsers(subparsers):
         help="a SavedModel version folder (saved_models/pht/1) or base path (latest version)",
     )
     summarize.add_argument(
-        "input", help="JSONL examples, or text (blank line = paragraph, --- = document)"
+        "input", help="JSONL examples, or text (blank line = paragraph, === = section, --- = document)"
     )
     summarize.add_argument(
         "--explain", default=None, metavar="OUT.png",
