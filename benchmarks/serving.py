@@ -41,7 +41,7 @@ import tensorflow as tf  # noqa: E402
 
 from keras_hsum.data import corpus_path  # noqa: E402
 from keras_hsum.data import read_examples  # noqa: E402
-from keras_hsum.export.cli import example_documents  # noqa: E402
+from keras_hsum.data.reader import render_documents  # noqa: E402
 from keras_hsum.export.cli import load_run  # noqa: E402
 from keras_hsum.export.preprocessing import TextStructurer  # noqa: E402
 from keras_hsum.export.serving import SearchOptions  # noqa: E402
@@ -55,7 +55,7 @@ def pick_cluster(structurer, count=40):
     """The first validation cluster that fills the most of the 30×100 grid."""
     best, best_tokens = None, -1
     for example in list(read_examples(corpus_path("qmsum_goldspan", "val")))[:count]:
-        documents = tf.constant([example_documents(example)])
+        documents = tf.constant([render_documents(example)])
         tokens = int(tf.reduce_sum(tf.cast(structurer(documents)["token_mask"], tf.int32)))
         if tokens > best_tokens:
             best, best_tokens = documents, tokens

@@ -499,7 +499,7 @@ def _generate(
     strict,
     unicode_errors,
     include_ids,
-    resplit=False,
+    resplit_sentences=False,
 ):
     """Yields `(example, structured, features, outputs)` per good example.
 
@@ -511,7 +511,7 @@ def _generate(
     )
     report.passes += 1
     for example in _read(source, report, skip_invalid and not strict, unicode_errors):
-        if resplit:
+        if resplit_sentences:
             example = reader_lib.resplit_sentences(example)
         try:
             structured, outputs = _structure_one(
@@ -877,7 +877,7 @@ def make_dataset(
         skip_invalid=skip_invalid,
         unicode_errors=unicode_errors,
         include_ids=include_ids,
-        resplit=resplit_sentences,
+        resplit_sentences=resplit_sentences,
     )
 
     specs = _family_specs(family, bool(max_target_length), include_ids)

@@ -294,15 +294,6 @@ def _export(args):
 
 
 # ---------------------------------------------------------------- summarize
-def example_documents(example):
-    """An `Example`'s documents as strings, in the SavedModel's text format
-    (`keras_hsum.data.reader.render_documents`: paragraphs joined by blank
-    lines, sentences by spaces, sections by a `===` line)."""
-    from keras_hsum.data.reader import render_documents
-
-    return render_documents(example)
-
-
 def _batches(items, size):
     for start in range(0, len(items), size):
         yield items[start:start + size]
@@ -335,6 +326,7 @@ def summarize_examples(loaded, examples, batch_size=8):
     import numpy as np
     import tensorflow as tf
 
+    from keras_hsum.data.reader import render_documents
     from keras_hsum.export.serving import CONTEXT_SIGNATURE
     from keras_hsum.export.serving import DEFAULT_SIGNATURE
     from keras_hsum.export.serving import EXTRACT_SIGNATURE
@@ -344,10 +336,10 @@ def summarize_examples(loaded, examples, batch_size=8):
     results = []
     for batch in _batches(list(examples), batch_size):
         if extractor:
-            document = ["\n\n".join(example_documents(e)) for e in batch]
+            document = ["\n\n".join(render_documents(e)) for e in batch]
             outputs = signatures[DEFAULT_SIGNATURE](document=tf.constant(document))
         else:
-            documents = [example_documents(e) for e in batch]
+            documents = [render_documents(e) for e in batch]
             width = max(1, max(len(d) for d in documents))
             documents = [d + [""] * (width - len(d)) for d in documents]
             if any(e.title or e.query for e in batch) and CONTEXT_SIGNATURE in signatures:

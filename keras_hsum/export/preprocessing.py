@@ -382,11 +382,12 @@ class TextStructurer(tf.Module):
         """`example_from_text` on every document string.
 
         Returns:
-            `(text, batch, document, section_key)`: per paragraph, the
-            joined text tf.string, the batch index, the document number
-            within its example (documents without text not counted) and a
-            section number unique over the batch (non-decreasing; a new
-            document also starts a new section); all [num_paragraphs].
+            `(text, batch, document, document_key, section_key)`: per
+            paragraph, the joined text tf.string, the batch index, the
+            document number within its example (documents without text not
+            counted), and a document and a section number unique over the
+            batch (non-decreasing; a new document also starts a new
+            section); all [num_paragraphs].
         """
         num_documents = tf.shape(documents)[1]
         flat = self._clean(tf.reshape(documents, [-1]))
@@ -427,7 +428,7 @@ class TextStructurer(tf.Module):
             ordinal, batch, tf.shape(documents)[0]
         )
         document = ordinal - tf.gather(first, batch)
-        return text, batch, document, tf.boolean_mask(section_key, starts)
+        return text, batch, document, key, tf.boolean_mask(section_key, starts)
 
     def _split_sentences(self, paragraphs):
         """`split_sentences` on every paragraph.
@@ -619,9 +620,8 @@ class TextStructurer(tf.Module):
         title = self._clean(title)
         query = self._clean(query)
         context = tf.where(tf.not_equal(query, ""), query, title)
-        paragraph_text, paragraph_batch, paragraph_document, paragraph_section = (
-            self._paragraphs(documents)
-        )
+        (paragraph_text, paragraph_batch, paragraph_document, paragraph_key,
+         paragraph_section) = self._paragraphs(documents)
         sentence_text, sentence_paragraph = self._split_sentences(paragraph_text)
         ids = self._tokenizer.tokenize(sentence_text)
         lengths = tf.cast(ids.row_lengths(), tf.int32)
@@ -637,6 +637,7 @@ class TextStructurer(tf.Module):
             paragraph=sentence_paragraph,
             batch=tf.gather(paragraph_batch, sentence_paragraph),
             document=tf.gather(paragraph_document, sentence_paragraph),
+            document_key=tf.gather(paragraph_key, sentence_paragraph),
             section_key=tf.gather(paragraph_section, sentence_paragraph),
         )
         if self.family == "flat":
@@ -734,10 +735,7 @@ class TextStructurer(tf.Module):
 
     def _rows_snippets(self, sentences):
         # A snippet may cross sections, never documents (`build_snippets`).
-        document_key = sentences["batch"] * tf.maximum(
-            tf.reduce_max(sentences["document"]) + 1, 1
-        ) + sentences["document"]
-        return self._rows_packed(sentences, document_key)
+        return self._rows_packed(sentences, sentences["document_key"])
 
     def _rows_paragraphs(self, sentences):
         if self.family_options["pack"] == "paragraph":

@@ -656,8 +656,8 @@ def test_evaluate_scores_a_saved_model_beside_a_baseline(exported, tmp_path, cap
 
     from keras_hsum.data.corpora import sample_path
     from keras_hsum.data.reader import read_jsonl
+    from keras_hsum.data.reader import render_documents
     from keras_hsum.evaluation import cli as evaluation_cli
-    from keras_hsum.export.cli import example_documents
 
     data = sample_path("qmsum_goldspan", "val")
     root = argparse.ArgumentParser()
@@ -680,7 +680,7 @@ def test_evaluate_scores_a_saved_model_beside_a_baseline(exported, tmp_path, cap
     scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2"], use_stemmer=True)
     for row, example in zip(model_report["examples"], examples):
         direct = loaded.signatures["summarize_with_context"](
-            documents=tf.constant([example_documents(example)]),
+            documents=tf.constant([render_documents(example)]),
             title=tf.constant([example.title or ""]),
             query=tf.constant([example.query or ""]),
         )

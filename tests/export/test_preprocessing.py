@@ -58,13 +58,18 @@ def render(example):
 
 def python_features(documents, title, query, vocabulary, options):
     """The Python pipeline's features (padded as pad_to_max does) + texts."""
+    example = example_from_text(
+        "\n---\n".join(documents), title=title or None, query=query or None
+    )
+    return builder_features(example, vocabulary, options)
+
+
+def builder_features(example, vocabulary, options):
+    """The family's builder on `example`, padded as pad_to_max does, + texts."""
     options = dict(options)
     family = options.pop("family")
     max_units = options.pop("max_units")
     max_tokens = options.pop("max_tokens")
-    example = example_from_text(
-        "\n---\n".join(documents), title=title or None, query=query or None
-    )
     pad = vocabulary.pad_id
     try:
         if family == "flat":
@@ -176,30 +181,6 @@ def test_features_equal_python_pipeline(recipe, corpus, vocabulary):
     assert rate >= MIN_AGREEMENT, failures
 
 
-def training_features(example, vocabulary, options):
-    """The builders on the stored Example (what training reads), padded."""
-    options = dict(options)
-    family = options.pop("family")
-    max_units = options.pop("max_units")
-    max_tokens = options.pop("max_tokens")
-    built = structure.BUILDERS[family](
-        example, vocabulary, max_units, max_tokens, **options
-    )
-    rows = len(built.texts)
-    features = {
-        "tokens": np.full((max_units, max_tokens), vocabulary.pad_id, np.int32),
-        "paragraph_mask": np.zeros((max_units,), bool),
-        "document_ids": np.zeros((max_units,), np.int32),
-    }
-    for name in features:
-        value = np.asarray(built.features[name])
-        if name == "tokens":
-            features[name][:rows, : value.shape[1]] = value
-        else:
-            features[name][:rows] = value
-    return features
-
-
 @pytest.mark.parametrize(
     "recipe,corpus_name",
     [("discourse", "scisummnet"), ("discourse", "qmsum_general"),
@@ -232,7 +213,8 @@ def test_served_text_keeps_the_sections_training_reads(
     assert sectioned >= 3, f"only {sectioned} examples with several sections"
     wrong = []
     for example in examples:
-        expected = training_features(resplit_sentences(example), vocabulary, options)
+        built = builder_features(resplit_sentences(example), vocabulary, options)
+        expected = {k: built[k] for k in ("tokens", "paragraph_mask", "document_ids")}
         got = graph_features(
             structurer,
             [(render_documents(example), example.title or "", example.query or "")],
