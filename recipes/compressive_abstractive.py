@@ -2,6 +2,7 @@
 
 Groups of k consecutive snippets are compressed by the encoder into c
 learnable vectors each; the decoder attends to all compressed vectors.
+With `max_documents` set, groups never straddle two input documents.
 Trained with L_abs only, so batches carry no proxy labels.
 """
 
@@ -28,6 +29,9 @@ class Config(RecipeConfig):
         snippets_per_group: k, snippets compressed together.
         compressed_length: c, compressed vectors per group.
         max_target_length: target length with BOS and EOS.
+        max_documents: None (groups of k consecutive snippets, whatever
+            their document) or the number of documents whose snippets are
+            grouped apart (`CompressiveAbstractive`'s `max_documents`).
     """
 
     dataset: str = DEFAULT_DATASET
@@ -42,6 +46,7 @@ class Config(RecipeConfig):
     snippets_per_group: int = 8
     compressed_length: int = 64
     max_target_length: int = 129
+    max_documents: int | None = None
 
 
 def _sizes(sizes, **changes):
@@ -72,6 +77,7 @@ def build_model(config, vocabulary_size):
         num_decoder_layers=config.num_decoder_layers,
         snippets_per_group=config.snippets_per_group,
         compressed_length=config.compressed_length,
+        max_documents=config.max_documents,
         dropout=config.dropout,
         name="compressive_abstractive",
     )

@@ -20,9 +20,10 @@ class CompressiveAbstractive(FlatMemorySummarizer):
     the compressed representations"; the decoder attends to the
     concatenation of all groups' compressed vectors. Here:
 
-    1. the P snippets [B,P,T] are cut into G = ceil(P / k) groups of
-       k = `snippets_per_group` consecutive snippets (padded with empty
-       snippets), each group read as one sequence of k·T tokens;
+    1. the P snippets [B,P,T] are cut into G groups of at most
+       k = `snippets_per_group` consecutive snippets (G = ceil(P / k) for
+       one document, see below), each group read as one sequence of k·T
+       tokens (padded with empty snippets);
     2. tokens are embedded with the decoder's token embedding (·√D, +
        sinusoidal positions 0..k·T−1 inside the group); the c =
        `compressed_length` learnable vectors [c, D] are appended after
@@ -36,11 +37,20 @@ class CompressiveAbstractive(FlatMemorySummarizer):
 
     Training uses only L_abs (the compiled token cross-entropy).
 
-    Multi-document input: the paper groups "snippets of a document for
-    MDS". This model always groups k consecutive snippets and ignores
-    `document_ids`, so a group may straddle two documents (the snippets
-    family keeps each document's snippets together and in order); the
-    recipe's default data, qmsum_general, has one document per example.
+    Multi-document input: the paper's group is "a block of k continuous
+    snippets" for one document and the "snippets of a document" for
+    several. With `max_documents` set, groups never straddle documents:
+    each document's real snippets, in order, are cut into blocks of k (a
+    document of at most k snippets is one group), the documents' groups
+    follow each other in document order, and padding snippets take no
+    place. There are then G = min(P, ceil(P / k) + max_documents − 1)
+    group slots (enough for any split of P snippets into max_documents
+    documents), unused slots masked. Document ids are clipped to
+    [0, max_documents − 1], so the documents from id max_documents − 1 on
+    share groups (none of their snippets is dropped). With
+    `max_documents=None` (the default) `document_ids` are ignored and the
+    P snippets are cut into G = ceil(P / k) blocks of k consecutive
+    positions, as for one document.
 
     Args:
         vocabulary_size: V.
@@ -50,6 +60,8 @@ class CompressiveAbstractive(FlatMemorySummarizer):
         num_encoder_layers, num_decoder_layers: depths.
         snippets_per_group: k.
         compressed_length: c, the learnable vectors per group.
+        max_documents: None (groups ignore documents) or the number of
+            documents whose snippets are grouped apart (see above).
         dropout: dropout rate.
         tie_embeddings: tie the output projection to the embedding.
         pad_id, bos_id, eos_id: special ids.
@@ -58,6 +70,8 @@ class CompressiveAbstractive(FlatMemorySummarizer):
         tokens: int [B,P,T] snippets (data family "snippets").
         token_mask: optional bool [B,P,T]; default tokens != pad.
         paragraph_mask: optional bool [B,P].
+        document_ids: optional int [B,P], the document of every snippet
+            (used when `max_documents` is set; absent: one document).
         decoder_tokens: int [B,S] (teacher forcing).
 
     Returns (call):
@@ -81,6 +95,7 @@ class CompressiveAbstractive(FlatMemorySummarizer):
         num_decoder_layers=6,
         snippets_per_group=8,
         compressed_length=64,
+        max_documents=None,
         dropout=0.1,
         tie_embeddings=True,
         **kwargs,
@@ -90,10 +105,12 @@ class CompressiveAbstractive(FlatMemorySummarizer):
             self.name, vocabulary_size=vocabulary_size, hidden_dim=hidden_dim, num_heads=num_heads,
             intermediate_dim=intermediate_dim, num_encoder_layers=num_encoder_layers,
             num_decoder_layers=num_decoder_layers, snippets_per_group=snippets_per_group,
-            compressed_length=compressed_length, dropout=dropout,
+            compressed_length=compressed_length, max_documents=max_documents,
+            dropout=dropout, optional=("max_documents",),
         )
         self.snippets_per_group = snippets_per_group
         self.compressed_length = compressed_length
+        self.max_documents = max_documents
         self._init_decoder(
             vocabulary_size,
             hidden_dim,
@@ -135,12 +152,17 @@ class CompressiveAbstractive(FlatMemorySummarizer):
         k = self.snippets_per_group
         shape = ops.shape(tokens)
         batch, paragraphs, length = shape[0], shape[1], shape[2]
-        groups = (paragraphs + k - 1) // k
-        extra = groups * k - paragraphs
-        tokens = ops.pad(tokens, ((0, 0), (0, extra), (0, 0)), constant_values=self.pad_id)
-        token_mask = ops.pad(
-            ops.cast(token_mask, "int32"), ((0, 0), (0, extra), (0, 0))
-        )
+        if self.max_documents is None:
+            groups = (paragraphs + k - 1) // k
+            extra = groups * k - paragraphs
+            tokens = ops.pad(tokens, ((0, 0), (0, extra), (0, 0)), constant_values=self.pad_id)
+            token_mask = ops.pad(
+                ops.cast(token_mask, "int32"), ((0, 0), (0, extra), (0, 0))
+            )
+        else:
+            tokens, token_mask, groups = self._document_groups(
+                tokens, token_mask, paragraph_mask, inputs.get("document_ids")
+            )
         tokens = ops.reshape(tokens, (-1, k * length))
         token_mask = ops.cast(ops.reshape(token_mask, (-1, k * length)), "bool")
 
@@ -168,6 +190,55 @@ class CompressiveAbstractive(FlatMemorySummarizer):
             "paragraph_mask": paragraph_mask,
         }
 
+    def _document_groups(self, tokens, token_mask, paragraph_mask, document_ids):
+        """The snippets placed in per-document groups of k.
+
+        Returns (tokens [B,G·k,T] pad-filled, token_mask int32 [B,G·k,T],
+        G), G = min(P, ceil(P / k) + max_documents − 1): a document of n
+        real snippets takes ceil(n / k) groups, and Σ ceil(n_d / k) over
+        D documents is at most ceil(Σ n_d / k) + D − 1.
+        """
+        k, documents = self.snippets_per_group, self.max_documents
+        paragraphs = ops.shape(tokens)[1]
+        bound = (paragraphs + k - 1) // k + documents - 1
+        if isinstance(paragraphs, int):
+            groups = min(paragraphs, bound)
+        else:
+            groups = ops.minimum(paragraphs, bound)
+        valid = ops.cast(paragraph_mask, "int32")  # [B,P]
+        if document_ids is None:
+            document = ops.zeros_like(valid)
+        else:
+            document = ops.clip(
+                ops.cast(ops.convert_to_tensor(document_ids), "int32"), 0, documents - 1
+            )
+        # Index of each snippet among its document's real snippets.
+        same = ops.cast(ops.equal(document[:, :, None], document[:, None, :]), "int32")
+        earlier = ops.tril(ops.ones((paragraphs, paragraphs), "int32"), k=-1)  # [p,q]: q < p
+        rank = ops.sum(same * valid[:, None, :] * earlier[None], axis=-1)  # [B,P]
+        # Groups taken by each document, and by the documents before it.
+        one_hot = ops.one_hot(document, documents, dtype="int32") * valid[:, :, None]
+        counts = ops.sum(one_hot, axis=1)  # [B,D]
+        taken = (counts + k - 1) // k
+        before = ops.cumsum(taken, axis=-1) - taken  # [B,D]
+        group = ops.take_along_axis(before, document, axis=1) + rank // k
+        slot = ops.where(valid > 0, group * k + rank % k, -1)  # [B,P]; -1: no place
+        # For each slot the snippet it holds (if any): a one-hot inversion.
+        hits = ops.cast(
+            ops.equal(slot[:, :, None], ops.arange(groups * k, dtype="int32")[None, None]),
+            "int32",
+        )  # [B,P,G·k]
+        filled = ops.sum(hits, axis=1)  # [B,G·k], 0 or 1
+        source = ops.sum(hits * ops.arange(paragraphs, dtype="int32")[None, :, None], axis=1)
+        index = ops.broadcast_to(
+            source[:, :, None], (ops.shape(source)[0], groups * k, ops.shape(tokens)[2])
+        )
+        gathered = ops.take_along_axis(tokens, index, axis=1)
+        gathered_mask = ops.take_along_axis(ops.cast(token_mask, "int32"), index, axis=1)
+        tokens = ops.where(filled[:, :, None] > 0, gathered, self.pad_id)
+        token_mask = gathered_mask * filled[:, :, None]
+        return tokens, token_mask, groups
+
     def step_aux(self, static):
         return {"paragraph_attention": ops.cast(static["paragraph_mask"], "float32")}
 
@@ -183,6 +254,7 @@ class CompressiveAbstractive(FlatMemorySummarizer):
                 "num_decoder_layers": self.num_decoder_layers,
                 "snippets_per_group": self.snippets_per_group,
                 "compressed_length": self.compressed_length,
+                "max_documents": self.max_documents,
                 "dropout": self.dropout,
                 "tie_embeddings": self.tie_embeddings,
             }

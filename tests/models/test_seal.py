@@ -289,24 +289,170 @@ def test_ca_compressed_vectors_only_see_their_group():
     assert not np.allclose(other[0, 6:], memory[0, 6:])
 
 
+def numpy_document_groups(tokens, paragraph_mask, document_ids, k, max_documents):
+    """The paper's MDS grouping, by loops: each document's real snippets in
+    order, in blocks of k; documents one after another; ids clipped to the
+    last document. Returns tokens [B,G·k,T] (pad 0) and G."""
+    batch, paragraphs, length = tokens.shape
+    groups = min(paragraphs, -(-paragraphs // k) + max_documents - 1)
+    out = np.zeros((batch, groups * k, length), tokens.dtype)
+    for b in range(batch):
+        documents = np.clip(document_ids[b], 0, max_documents - 1)
+        first_group = 0
+        for document in range(max_documents):
+            members = [p for p in range(paragraphs)
+                       if paragraph_mask[b, p] and documents[p] == document]
+            for j, p in enumerate(members):
+                out[b, (first_group + j // k) * k + j % k] = tokens[b, p]
+            first_group += -(-len(members) // k)
+    return out, groups
+
+
+def document_inputs(seed):
+    """random_inputs with 3 documents of 1 to 3 snippets (padding snippets
+    anywhere, ids of padding rows arbitrary)."""
+    rng = np.random.default_rng(seed)
+    inputs = random_inputs(seed=seed, snippets=7)
+    inputs["tokens"][0, 1] = 0  # a padding snippet inside a document
+    inputs["token_mask"] = inputs["tokens"] != 0
+    inputs["paragraph_mask"] = inputs["token_mask"].any(-1)
+    inputs["document_ids"] = np.sort(rng.integers(0, 3, (2, 7)), axis=1).astype("int32")
+    inputs["document_ids"][1, 5:] = 7  # padding rows
+    return inputs
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("k,documents", [(2, 3), (3, 3), (2, 2), (1, 3)])
+def test_ca_groups_by_document_as_the_paper_does(seed, k, documents):
+    """With max_documents, the memory equals that of the same weights
+    without it (plain blocks of k) fed the loop-built document groups."""
+    grouped = ca(snippets_per_group=k, max_documents=documents)
+    plain = ca(snippets_per_group=k)
+    inputs = document_inputs(seed)
+    grouped(inputs)
+    plain(inputs)
+    plain.set_weights(grouped.get_weights())
+    memory = grouped.encode(inputs)
+    tokens, groups = numpy_document_groups(
+        inputs["tokens"], inputs["paragraph_mask"], inputs["document_ids"], k, documents)
+    expected = plain.encode({"tokens": tokens})
+    assert to_numpy(memory["memory"]).shape == (2, groups * 3, 16)
+    np.testing.assert_array_equal(to_numpy(memory["memory_mask"]),
+                                  to_numpy(expected["memory_mask"]))
+    real = to_numpy(expected["memory_mask"])
+    np.testing.assert_allclose(to_numpy(memory["memory"])[real],
+                               to_numpy(expected["memory"])[real], atol=1e-5)
+    np.testing.assert_array_equal(to_numpy(memory["paragraph_mask"]), inputs["paragraph_mask"])
+
+
+def test_ca_groups_do_not_straddle_documents():
+    """Snippets 0-2 are document 0 and 3-4 document 1, k = 2: the groups are
+    {0,1}, {2}, {3,4} (and an empty fourth slot). A change in snippet 3
+    reaches only the group {3,4}; in blocks of positions ({0,1}, {2,3},
+    {4}) it would reach snippet 2's group instead."""
+    model = ca(max_documents=2)
+    inputs = random_inputs()
+    inputs["document_ids"] = np.array([[0, 0, 0, 1, 1], [0, 0, 0, 1, 1]], "int32")
+    encoded = model.encode(inputs)
+    memory = to_numpy(encoded["memory"])
+    vectors = 3
+    assert memory.shape == (2, 4 * vectors, 16)  # min(5, ceil(5 / 2) + 2 - 1) groups
+    np.testing.assert_array_equal(to_numpy(encoded["memory_mask"])[0],
+                                  np.repeat([True, True, True, False], vectors))
+    changed = dict(inputs, tokens=inputs["tokens"].copy())
+    changed["tokens"][0, 3, 0] = 5 if changed["tokens"][0, 3, 0] != 5 else 6
+    other = to_numpy(model.encode(changed)["memory"])
+    np.testing.assert_allclose(other[0, :2 * vectors], memory[0, :2 * vectors], atol=1e-6)
+    assert not np.allclose(other[0, 2 * vectors:3 * vectors], memory[0, 2 * vectors:3 * vectors])
+    np.testing.assert_allclose(other[1], memory[1], atol=1e-6)
+
+
+def test_ca_without_document_ids_groups_the_real_snippets_as_one_document():
+    """max_documents set but no `document_ids`: one document, whose real
+    snippets are grouped in order; with no padding snippet between real
+    ones this is the plain grouping."""
+    grouped, plain = ca(max_documents=3), ca()
+    inputs = random_inputs()  # padding snippets only at the end
+    expected = plain(inputs)
+    grouped(inputs)
+    grouped.set_weights(plain.get_weights())
+    np.testing.assert_allclose(to_numpy(grouped(inputs)), to_numpy(expected), atol=1e-5)
+
+
+def test_ca_with_documents_steps_as_teacher_forcing():
+    model = ca(max_documents=3)
+    inputs = document_inputs(0)
+    assert_step_matches_call(model, inputs)
+    assert_step_matches_call_in_graph(model, inputs)
+
+
+@pytest.mark.tensorflow_only
+def test_ca_groups_real_reviews_by_product_review(vocabulary, real_examples):
+    """fewsum_amazon: 8 reviews per product, 24 snippets of 16 tokens (the
+    first 4 or 5 reviews). The recipe's batches carry `document_ids`; the
+    model's groups equal the loop-built ones, and differ from blocks of
+    positions (reviews do not end on multiples of k)."""
+    from recipes import compressive_abstractive as recipe
+
+    config = small_config(recipe, snippets_per_group=2, compressed_length=2,
+                          max_documents=8, max_snippets=24)
+    inputs, _, _ = real_batch(recipe, config, vocabulary,
+                              real_examples("fewsum_amazon", "train"), 4)
+    assert inputs["document_ids"].max(axis=1).min() >= 3  # several reviews each
+    model = recipe.build_model(config, vocabulary.vocabulary_size)
+    plain = recipe.build_model(config.replace(max_documents=None), vocabulary.vocabulary_size)
+    model(inputs)
+    plain(inputs)
+    plain.set_weights(model.get_weights())
+    tokens, groups = numpy_document_groups(
+        inputs["tokens"], inputs["paragraph_mask"], inputs["document_ids"], 2, 8)
+    positions = np.pad(inputs["tokens"], ((0, 0), (0, groups * 2 - 24), (0, 0)))
+    assert not np.array_equal(tokens, positions)
+    expected = plain.encode({"tokens": tokens})
+    memory = model.encode(inputs)
+    real = to_numpy(expected["memory_mask"])
+    np.testing.assert_array_equal(to_numpy(memory["memory_mask"]), real)
+    np.testing.assert_allclose(to_numpy(memory["memory"])[real],
+                               to_numpy(expected["memory"])[real], atol=1e-4)
+
+
+def test_ca_recipe_passes_max_documents():
+    from recipes import compressive_abstractive as recipe
+
+    config = recipe.CONFIGS["tiny"].replace(max_documents=4)
+    model = recipe.build_model(config, 50)
+    assert model.max_documents == 4
+    assert recipe.build_model(recipe.CONFIGS["tiny"], 50).max_documents is None
+
+
 # -- shared ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("make", [ea, seal, ca], ids=["ea", "seal", "ca"])
+def ca_documents():
+    return ca(max_documents=3)
+
+
+MAKERS = pytest.mark.parametrize(
+    "make", [ea, seal, ca, ca_documents], ids=["ea", "seal", "ca", "ca documents"])
+
+
+@MAKERS
 def test_padding_snippets_do_not_change_outputs(make):
     model = make()
-    inputs = random_inputs()
+    inputs = document_inputs(1) if make is ca_documents else random_inputs()
     padded = dict(inputs)
     for name in ("tokens", "token_mask"):
         padded[name] = np.pad(inputs[name], ((0, 0), (0, 2), (0, 0)))
-    padded["paragraph_mask"] = np.pad(inputs["paragraph_mask"], ((0, 0), (0, 2)))
+    for name in ("paragraph_mask", "document_ids"):
+        if name in inputs:
+            padded[name] = np.pad(inputs[name], ((0, 0), (0, 2)))
     np.testing.assert_allclose(to_numpy(model(padded)), to_numpy(model(inputs)), atol=1e-5)
 
 
-@pytest.mark.parametrize("make", [ea, seal, ca], ids=["ea", "seal", "ca"])
+@MAKERS
 def test_save_reload(make, tmp_path):
     model = make()
-    inputs = random_inputs()
+    inputs = document_inputs(1) if make is ca_documents else random_inputs()
     model(inputs)
     restored = assert_save_reload(model, inputs, tmp_path)
     assert restored.get_config() == model.get_config()
