@@ -30,6 +30,11 @@ from keras_hsum.data.sentences import split_sentences
 # Plain-text markers (`read_text`): a line holding only one of them.
 SECTION_BREAK = "==="
 DOCUMENT_BREAK = "---"
+# A line holding only backslashes and a marker is text: the marker with one
+# backslash fewer (`\===` reads as the text `===`), group 1 of this pattern.
+# `render_documents` writes a paragraph equal to a marker so.
+ESCAPED_MARKER = r"\\(\\*(?:===|---))"
+_ESCAPED_MARKER = re.compile(ESCAPED_MARKER)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -363,7 +368,10 @@ def read_text(path, unicode_errors="replace", example_id=None):
     new section of the document (`SECTION_BREAK`; plain text has no
     headings, so sections have none); a line holding only `---` starts a
     new document (`DOCUMENT_BREAK`; multi-document input). Sections and
-    documents without text are skipped. Sentences are split with
+    documents without text are skipped. A line holding only a marker after
+    one or more backslashes is text, the same line with its first
+    backslash removed: `\\===` reads as `===` and `\\\\===` as `\\===`
+    (`ESCAPED_MARKER`). Sentences are split with
     `keras_hsum.data.split_sentences`. Lines inside a paragraph are joined
     with spaces. `render_documents` writes an `Example` in this format.
 
@@ -408,23 +416,36 @@ def read_text(path, unicode_errors="replace", example_id=None):
 def render_documents(example):
     """An `Example`'s documents as plain text, one string per document.
 
-    The inverse of `example_from_text` up to sentence splitting: the
-    sentences of a paragraph are joined by spaces, paragraphs by a blank
-    line, and sections by a `SECTION_BREAK` line between blank lines
-    (headings are dropped; the models read none). A document without text
-    gives "". The format has no escape: a paragraph whose text holds a line
-    equal to `===` or `---` would read back as a marker (no bundled corpus
-    has one).
+    The inverse of `example_from_text` up to sentence splitting: a
+    paragraph's sentences are joined by spaces into one line (a line break
+    inside a sentence becomes a space, as reading joins a paragraph's lines
+    with spaces; a blank line inside a sentence would otherwise split its
+    paragraph), paragraphs are separated by a blank line, and sections by
+    a `SECTION_BREAK` line between blank lines (headings are dropped; the
+    models read none). A paragraph whose text is a marker, or a marker
+    after backslashes, is written with one more backslash, so it reads
+    back as text (see `read_text`). A document without text gives "".
     """
     documents = []
     for document in example.documents:
         sections = []
         for section in document.sections:
-            paragraphs = [" ".join(p) for p in section.paragraphs if p]
+            paragraphs = [_paragraph_line(p) for p in section.paragraphs]
+            paragraphs = [p for p in paragraphs if p]
             if paragraphs:
                 sections.append("\n\n".join(paragraphs))
         documents.append(f"\n\n{SECTION_BREAK}\n\n".join(sections))
     return documents
+
+
+def _paragraph_line(sentences):
+    """A paragraph as one line of text ("" if it has none), escaped when
+    it would read as a marker."""
+    lines = (line.strip() for line in " ".join(sentences).split("\n"))
+    text = " ".join(line for line in lines if line)
+    if text in (SECTION_BREAK, DOCUMENT_BREAK) or _ESCAPED_MARKER.fullmatch(text):
+        text = "\\" + text
+    return text
 
 
 def resplit_sentences(example):
@@ -487,7 +508,8 @@ def example_from_text(text, example_id="text", title=None, query=None):
         elif not stripped:
             close_paragraph()
         else:
-            lines.append(stripped)
+            escaped = _ESCAPED_MARKER.fullmatch(stripped)
+            lines.append(escaped.group(1) if escaped else stripped)
     close_document()
     return Example(
         id=str(example_id),

@@ -11,8 +11,10 @@ It reproduces, step by step, what training does to plain text:
 1. `keras_hsum.data.reader.example_from_text`: each string of `documents`
    is one document; inside it, lines are stripped, a blank line closes a
    paragraph, a line holding only `===` starts a new section, a line
-   holding only `---` starts a new document, and the lines of a paragraph
-   are joined with single spaces. Documents without text (e.g. the "" that
+   holding only `---` starts a new document, a line holding only
+   backslashes and a marker is text with one backslash fewer (`\\===`
+   reads as `===`), and the lines of a paragraph are joined with single
+   spaces. Documents without text (e.g. the "" that
    pad a batch) are skipped, so `document_ids` count only documents with
    text, as in Python; sections without text are skipped too.
 2. `keras_hsum.data.sentences.split_sentences`, rewritten for RE2 (which
@@ -59,9 +61,12 @@ import tensorflow_text as tf_text
 
 from keras_hsum.checks import check_int
 from keras_hsum.data.reader import DOCUMENT_BREAK
+from keras_hsum.data.reader import ESCAPED_MARKER
 from keras_hsum.data.reader import SECTION_BREAK
 
 FAMILIES = ("paragraphs", "sections", "snippets", "sentences", "flat")
+# A whole line that is an escaped marker (the reader's ESCAPED_MARKER).
+_UNESCAPE_PATTERN = f"^{ESCAPED_MARKER}$"
 
 # The family options each builder of `keras_hsum.data.structure` accepts.
 _FAMILY_OPTIONS = {
@@ -415,8 +420,10 @@ class TextStructurer(tf.Module):
         )
         paragraph = tf.cumsum(tf.cast(starts, tf.int32)) - 1
         num_paragraphs = tf.reduce_sum(tf.cast(starts, tf.int32))
+        # An escaped marker is text, with its first backslash removed.
+        text_lines = tf.strings.regex_replace(stripped, _UNESCAPE_PATTERN, r"\1")
         joined = tf.RaggedTensor.from_value_rowids(
-            tf.boolean_mask(stripped, content),
+            tf.boolean_mask(text_lines, content),
             tf.boolean_mask(paragraph, content),
             nrows=num_paragraphs,
         )

@@ -448,6 +448,37 @@ def test_plain_text_sections(tmp_path):
     assert all(s.heading is None for d in example.documents for s in d.sections)
 
 
+def test_plain_text_escaped_markers(tmp_path):
+    # A backslash before a whole-line marker makes it text (one backslash
+    # fewer); anything else with a backslash is text as written.
+    text = "One.\n\n\\===\n\n\\\\---\n  \\---  \n===\n\\ ===\n\\=== x\n\\====\n"
+    path = tmp_path / "escaped.txt"
+    path.write_text(text, encoding="utf-8")
+    example = reader.read_text(path)
+    assert [[list(s.paragraphs) for s in d.sections] for d in example.documents] == [
+        [[("One.",), ("===",), ("\\--- ---",)], [("\\ === \\=== x \\====",)]]
+    ]
+
+
+def test_render_documents_keeps_paragraphs_that_look_like_markers():
+    # Paragraphs equal to a marker (or an escaped one) and sentences with
+    # line breaks, blank lines and markers inside read back as the same
+    # paragraphs: nothing becomes a marker, no paragraph is split or lost.
+    paragraphs = [("===",), ("---",), (" --- ",), ("\\===",), ("\\\\---",),
+                  ("a\n\nb",), ("x\n===\ny", "z."), ("\n---\n",), ("",), ("\\x",)]
+    example = reader.Example(
+        id="x", dataset="d", title=None, query=None, summary="", references=(),
+        documents=(reader.Document(None, (reader.Section(None, tuple(paragraphs)),
+                                          reader.Section(None, (("After.",),)))),
+                   reader.Document(None, (reader.Section(None, (("===",),)),))),
+    )
+    back = reader.example_from_text(
+        f"\n{reader.DOCUMENT_BREAK}\n".join(reader.render_documents(example)))
+    expected = [" ".join(" ".join(p).split()) for p in paragraphs]
+    assert [[[" ".join(p) for p in s.paragraphs] for s in d.sections]
+            for d in back.documents] == [[[e for e in expected if e], ["After."]], [["==="]]]
+
+
 @pytest.mark.parametrize("name,split", SAMPLE_SPLITS)
 def test_render_documents_round_trips_sections(name, split):
     # The text format carries the structure the builders read: documents,

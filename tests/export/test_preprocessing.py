@@ -292,6 +292,40 @@ TRICKY_PARAGRAPHS = (
 )
 
 
+@pytest.mark.parametrize("recipe", ["discourse", "pht", "flat"])
+def test_escaped_markers_read_in_the_graph_as_in_python(recipe, vocabulary):
+    """Texts with escaped markers (`\\===`, `\\\\---`) and near-misses, and
+    an Example whose paragraphs look like markers, through
+    `render_documents`: the graph's features equal the Python reader's."""
+    from keras_hsum.data.reader import Document
+    from keras_hsum.data.reader import Example
+    from keras_hsum.data.reader import Section
+    from keras_hsum.data.reader import render_documents
+
+    looks_like = Example(
+        id="x", dataset="d", title=None, query=None, summary="", references=(),
+        documents=(Document(None, (
+            Section(None, (("First words here.",), ("===",), ("a\n\nb c.",))),
+            Section(None, (("---",), ("x\n===\ny", "z."), ("\\===",))),
+        )), Document(None, (Section(None, (("Second document.",), ("\n---\n",))),))),
+    )
+    batch = [
+        (["Intro.\n\n\\===\n\nMore text.\n===\n\\\\---\n  \\---  \nEnd."], "", ""),
+        (["\\=== x\n\\====\n\\ ===\n\n===\n\nLast one.", "\\---"], "", ""),
+        (render_documents(looks_like), "", ""),
+    ]
+    options = recipe_options(recipe)
+    structurer = TextStructurer(vocabulary.proto, **options)
+    got = graph_features(structurer, batch)
+    for i, item in enumerate(batch):
+        expected = python_features(*item, vocabulary, options)
+        assert not differences(expected, {k: v[i] for k, v in got.items()}), (recipe, i)
+        # The escaped markers stayed text (the reader's rules are tested in
+        # tests/data/test_reader.py).
+        texts = [t.decode() for t in np.ravel(got["unit_texts"][i]) if t]
+        assert any("===" in t for t in texts), texts
+
+
 def test_sentence_splitter_matches_python_on_tricky_text(vocabulary):
     from keras_hsum.data.sentences import split_sentences
 
