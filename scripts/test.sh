@@ -3,7 +3,10 @@
 #   bash scripts/test.sh          default suite: TensorFlow backend, and the
 #                                 backend-agnostic tests again under JAX
 #   bash scripts/test.sh slow     the tests marked `slow` (long trainings, clusters)
-#   bash scripts/test.sh -- ARGS  extra pytest arguments for the default suite
+#   bash scripts/test.sh -- ARGS  extra pytest options for the default suite
+#                                 (e.g. -k vocabulary); to run one file, call
+#                                 .venv/bin/python -m pytest FILE instead (a
+#                                 path here is added to every pass)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/scripts/ensure_venv.sh"

@@ -178,7 +178,7 @@ def _minimum(name):
         return 0
     if name == "num_oov":
         return 0
-    if (name.endswith("_dim") or name in ("num_heads", "vocabulary_size")
+    if (name.endswith("_dim") or name in ("num_heads", "vocabulary_size", "max_documents")
             or name.endswith("_length") or name.endswith("_per_group")):
         return 1
     return None
@@ -187,8 +187,8 @@ def _minimum(name):
 def check_hyperparameters(owner, optional=(), **values):
     """Raises a ValueError naming the first bad constructor argument:
 
-    - sizes (`*_dim`, `num_heads`, `vocabulary_size`, `*_length`) are ints
-      >= 1; layer counts (`num_*_layers`) ints >= 0, `num_decoder_layers`
+    - sizes (`*_dim`, `num_heads`, `vocabulary_size`, `*_length`,
+      `*_per_group`, `max_documents`) are ints >= 1; layer counts (`num_*_layers`) ints >= 0, `num_decoder_layers`
       >= 1 (a summarizer without decoder layers never reads its source);
     - `dropout` is a number in [0, 1).
 

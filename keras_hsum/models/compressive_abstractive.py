@@ -60,8 +60,9 @@ class CompressiveAbstractive(FlatMemorySummarizer):
         num_encoder_layers, num_decoder_layers: depths.
         snippets_per_group: k.
         compressed_length: c, the learnable vectors per group.
-        max_documents: None (groups ignore documents) or the number of
-            documents whose snippets are grouped apart (see above).
+        max_documents: None (groups ignore documents) or an int >= 1, the
+            number of documents whose snippets are grouped apart (see
+            above).
         dropout: dropout rate.
         tie_embeddings: tie the output projection to the embedding.
         pad_id, bos_id, eos_id: special ids.

@@ -309,15 +309,19 @@ def numpy_document_groups(tokens, paragraph_mask, document_ids, k, max_documents
 
 
 def document_inputs(seed):
-    """random_inputs with 3 documents of 1 to 3 snippets (padding snippets
-    anywhere, ids of padding rows arbitrary)."""
+    """random_inputs with 7 snippets of 3 documents (padding snippets
+    anywhere, ids of padding rows arbitrary). Row 0's ids are sorted; row
+    1's interleave and hold ids past the last document (3, 4) on real
+    snippets, which a model with max_documents < 5 clips."""
     rng = np.random.default_rng(seed)
     inputs = random_inputs(seed=seed, snippets=7)
     inputs["tokens"][0, 1] = 0  # a padding snippet inside a document
     inputs["token_mask"] = inputs["tokens"] != 0
     inputs["paragraph_mask"] = inputs["token_mask"].any(-1)
-    inputs["document_ids"] = np.sort(rng.integers(0, 3, (2, 7)), axis=1).astype("int32")
-    inputs["document_ids"][1, 5:] = 7  # padding rows
+    inputs["document_ids"] = np.stack([
+        np.sort(rng.integers(0, 3, 7)),
+        np.concatenate([rng.permutation([0, 1, 0, 3, 4]), [7, 7]]),  # 5, 6: padding
+    ]).astype("int32")
     return inputs
 
 

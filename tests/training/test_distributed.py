@@ -80,14 +80,24 @@ class _StopAt(keras.callbacks.Callback):
         if int(self.model.optimizer.iterations.numpy()) >= self.step:
             self.model.stop_training = True
 
+class _CountBatches(keras.callbacks.Callback):
+    # The training steps this call ran (a resumed run skips the done ones).
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.count += 1
+
 for strategy, out, weights, overrides, *stop_at in runs:
     config = parse_overrides(recipes.config(recipe_name, "tiny"), overrides)
     stops = [_StopAt(step) for step in stop_at]
+    counter = _CountBatches()
     result = train(recipe, config, out=out, data=corpus, strategy=strategy,
                    recipe_name=recipe_name, config_name="tiny", verbose=0,
-                   extra_callbacks=callbacks + stops)
+                   extra_callbacks=callbacks + stops + [counter])
     result.model.save_weights(weights)
-    print(json.dumps({"strategy": strategy, "steps": result.steps,
+    print(json.dumps({"strategy": strategy, "steps": result.steps, "batches": counter.count,
                       "replicas": result.model.distribute_strategy.num_replicas_in_sync,
                       "history": result.history}))
 """
@@ -178,6 +188,7 @@ def test_mirrored_run_with_dropout_resumes_to_the_uninterrupted_weights(corpus):
             ["mirrored", stopped, os.path.join(stopped, "final.weights.h5"), overrides]]
     summaries = _train(2, RECIPE, data, runs)
     assert [s["steps"] for s in summaries] == [6, 4, 6]
+    assert [s["batches"] for s in summaries] == [6, 4, 2]  # the third run resumed
     assert all(s["replicas"] == 2 for s in summaries)
     difference = max_difference(saved_weights(runs[2][2]), saved_weights(runs[0][2]))
     print(f"max |resumed - uninterrupted| = {difference:.3g}")
