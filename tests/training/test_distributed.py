@@ -89,9 +89,9 @@ class _CountBatches(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         self.count += 1
 
-for strategy, out, weights, overrides, *stop_at in runs:
+for strategy, out, weights, overrides, *stop_after in runs:
     config = parse_overrides(recipes.config(recipe_name, "tiny"), overrides)
-    stops = [_StopAt(step) for step in stop_at]
+    stops = [_StopAt(step) for step in stop_after]
     counter = _CountBatches()
     result = train(recipe, config, out=out, data=corpus, strategy=strategy,
                    recipe_name=recipe_name, config_name="tiny", verbose=0,
