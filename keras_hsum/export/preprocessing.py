@@ -421,9 +421,11 @@ class TextStructurer(tf.Module):
         paragraph = tf.cumsum(tf.cast(starts, tf.int32)) - 1
         num_paragraphs = tf.reduce_sum(tf.cast(starts, tf.int32))
         # An escaped marker is text, with its first backslash removed.
-        text_lines = tf.strings.regex_replace(stripped, _UNESCAPE_PATTERN, r"\1")
+        text_lines = tf.strings.regex_replace(
+            tf.boolean_mask(stripped, content), _UNESCAPE_PATTERN, r"\1"
+        )
         joined = tf.RaggedTensor.from_value_rowids(
-            tf.boolean_mask(text_lines, content),
+            text_lines,
             tf.boolean_mask(paragraph, content),
             nrows=num_paragraphs,
         )

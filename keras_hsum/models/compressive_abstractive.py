@@ -213,12 +213,13 @@ class CompressiveAbstractive(FlatMemorySummarizer):
             document = ops.clip(
                 ops.cast(ops.convert_to_tensor(document_ids), "int32"), 0, documents - 1
             )
-        # Index of each snippet among its document's real snippets.
-        same = ops.cast(ops.equal(document[:, :, None], document[:, None, :]), "int32")
-        earlier = ops.tril(ops.ones((paragraphs, paragraphs), "int32"), k=-1)  # [p,q]: q < p
-        rank = ops.sum(same * valid[:, None, :] * earlier[None], axis=-1)  # [B,P]
+        one_hot = ops.one_hot(document, documents, dtype="int32") * valid[:, :, None]  # [B,P,D]
+        # Index of each snippet among its document's real snippets: the
+        # real snippets of that document before it.
+        rank = ops.take_along_axis(
+            ops.cumsum(one_hot, axis=1) - one_hot, document[:, :, None], axis=2
+        )[:, :, 0]  # [B,P]
         # Groups taken by each document, and by the documents before it.
-        one_hot = ops.one_hot(document, documents, dtype="int32") * valid[:, :, None]
         counts = ops.sum(one_hot, axis=1)  # [B,D]
         taken = (counts + k - 1) // k
         before = ops.cumsum(taken, axis=-1) - taken  # [B,D]

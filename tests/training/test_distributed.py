@@ -57,21 +57,10 @@ import recipes
 from keras_hsum.cli import parse_overrides
 from keras_hsum.training import train
 recipe = recipes.get(recipe_name)
-callbacks = []
-if os.environ.get("STOP_WORKER_AT"):  # "index:step": that worker alone stops
-    index, stop_at = map(int, os.environ["STOP_WORKER_AT"].split(":"))
-
-    class _StopHere(keras.callbacks.Callback):
-        # What the time budget does when this worker's clock runs out first.
-        def on_train_batch_end(self, batch, logs=None):
-            if int(self.model.optimizer.iterations.numpy()) >= stop_at:
-                self.model.stop_training = True
-
-    if json.loads(os.environ["TF_CONFIG"])["task"]["index"] == index:
-        callbacks.append(_StopHere())
 
 class _StopAt(keras.callbacks.Callback):
-    # Stops the run after optimizer step `step`, inside an epoch.
+    # Stops the run after optimizer step `step`, inside an epoch (what the
+    # time budget does when a clock runs out).
     def __init__(self, step):
         super().__init__()
         self.step = step
@@ -79,6 +68,12 @@ class _StopAt(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         if int(self.model.optimizer.iterations.numpy()) >= self.step:
             self.model.stop_training = True
+
+callbacks = []
+if os.environ.get("STOP_WORKER_AT"):  # "index:step": that worker alone stops
+    index, step = map(int, os.environ["STOP_WORKER_AT"].split(":"))
+    if json.loads(os.environ["TF_CONFIG"])["task"]["index"] == index:
+        callbacks.append(_StopAt(step))
 
 class _CountBatches(keras.callbacks.Callback):
     # The training steps this call ran (a resumed run skips the done ones).
