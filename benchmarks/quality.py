@@ -236,6 +236,31 @@ RUNS = {
     "pht_copy_last_scisummnet": dict(
         recipe="pht", dataset="scisummnet", base="pht_copy_scisummnet", checkpoint="last",
     ),
+    # Declared in stop 42, before either trained: the two scisummnet rows
+    # that the README counts as meeting the target (discourse_500_long and
+    # pht_copy_last) were evaluated before stop 40, on papers served as one
+    # section each. Each spec and seed trains again, alone on the 2 cores,
+    # and is evaluated on text that marks its sections; `quality.py
+    # unmarked` scores the same export with the sections merged (the old
+    # serving). These rows, not the old ones, then say whether scisummnet
+    # meets the target: no choice among rows is made. The discourse run
+    # first; the PHT run (55 minutes) second.
+    "discourse_500_long_sections_scisummnet": dict(
+        recipe="discourse", dataset="scisummnet", minutes=60,
+        overrides={**_DISCOURSE, "max_section_length": 500, "epochs": 9,
+                   "coverage_start_epoch": 7},
+    ),
+    "pht_copy_sections_scisummnet": dict(
+        recipe="pht", dataset="scisummnet", minutes=55, checkpoint="best",
+        overrides={**_PARAGRAPH_MODEL, "num_encoder_layers": 2, "num_decoder_layers": 2,
+                   "max_paragraphs": 16, "max_paragraph_tokens": 64,
+                   "max_target_length": 160, "rank": "order", "pack": "paragraph",
+                   "steps_per_epoch": 75, "pointer_generator": True},
+    ),
+    "pht_copy_last_sections_scisummnet": dict(
+        recipe="pht", dataset="scisummnet", base="pht_copy_sections_scisummnet",
+        checkpoint="last",
+    ),
     "seal_general": dict(
         recipe="seal", dataset="qmsum_general", minutes=15,
         overrides={**_PARAGRAPH_MODEL, "max_snippets": 32, "extract_length": 256,
