@@ -257,9 +257,10 @@ RUNS = {
     # scisummnet. PHT's summaries are identical with and without the marker
     # (79 of 79, both rows: rank=order and pack=paragraph give one row per
     # paragraph whatever the sections), so its old rows were not affected by
-    # the marker; the rerun differs from them by run-to-run variance (last
-    # weights -0.25 / -0.29 against pht_copy_last_scisummnet, paired
-    # intervals [-1.19, +0.75] / [-0.88, +0.34]).
+    # the marker; the rerun (4,894 steps against 3,601) differs from them by
+    # amounts inside the noise (last weights -0.25 / -0.29 against
+    # pht_copy_last_scisummnet, paired intervals [-1.19, +0.75] / [-0.88,
+    # +0.34]).
     "discourse_500_long_sections_scisummnet": dict(
         recipe="discourse", dataset="scisummnet", minutes=60,
         overrides={**_DISCOURSE, "max_section_length": 500, "epochs": 9,
