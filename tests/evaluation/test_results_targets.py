@@ -1,0 +1,84 @@
+"""The README's target table says what the stored reports say.
+
+`benchmarks/quality.py table` writes the table of the rows that decide the
+issue's target (each against TextRank, with paired bootstrap intervals)
+between two markers in the README. These tests regenerate it from the
+reports in benchmarks/results/quality/ and compare, and check its verdicts
+and differences against the reports' per-example scores, recomputed here
+with numpy (not through the aggregates the table reads).
+"""
+
+import importlib.util
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="module")
+def quality():
+    spec = importlib.util.spec_from_file_location(
+        "quality_script", os.path.join(ROOT, "benchmarks", "quality.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _between(text, begin, end):
+    assert text.count(begin) == 1 and text.count(end) == 1, (begin, end)
+    return text.split(begin, 1)[1].split(end, 1)[0].strip("\n")
+
+
+def _report(quality, dataset, system):
+    with open(os.path.join(quality.RESULTS, dataset, f"{system}.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def test_readme_target_table_is_regenerated_from_the_stored_reports(quality):
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
+        readme = handle.read()
+    in_readme = _between(readme, quality.TARGETS_BEGIN, quality.TARGETS_END)
+    assert in_readme.strip() == quality.targets().strip()
+    with open(os.path.join(ROOT, "benchmarks", "results", "quality_targets.md"),
+              encoding="utf-8") as handle:
+        assert handle.read().strip() == in_readme.strip()
+
+
+def test_every_deciding_row_was_declared_and_scored(quality):
+    for dataset, rows in quality.TARGET_ROWS.items():
+        assert dataset in quality.DATASETS
+        for name, why in rows:
+            assert name in quality.RUNS, name
+            assert quality.RUNS[name]["dataset"] == dataset, name
+            assert why and "|" not in why
+            report = _report(quality, dataset, name)
+            assert report["training"]["recipe"] not in quality.EXTRACTIVE_RECIPES
+
+
+def test_verdicts_and_differences_follow_the_per_example_scores(quality):
+    lines = [line for line in quality.targets().splitlines()
+             if line.startswith("| ") and "`" in line]
+    assert len(lines) == sum(len(rows) for rows in quality.TARGET_ROWS.values())
+    verdicts = {}
+    for line in lines:
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        dataset, name = cells[0], re.search(r"`([^`]+)`", cells[1]).group(1)
+        ours = _report(quality, dataset, name)
+        textrank = _report(quality, dataset, "textrank")
+        assert [e["id"] for e in ours["examples"]] == [e["id"] for e in textrank["examples"]]
+        above = []
+        for metric, cell in (("rouge1", cells[5]), ("rouge2", cells[6])):
+            a = np.array([e["scores"][metric]["f1"] for e in ours["examples"]])
+            b = np.array([e["scores"][metric]["f1"] for e in textrank["examples"]])
+            difference, low, high = map(float, re.findall(r"[-+]\d+\.\d+", cell))
+            assert difference == pytest.approx(100 * (a.mean() - b.mean()), abs=0.006)
+            assert low <= difference <= high
+            above.append(a.mean() > b.mean())
+        verdicts[name] = cells[7]
+        assert cells[7] == ("yes" if all(above) else "**no**"), name
+    # Both verdicts occur, so each branch above was checked.
+    assert set(verdicts.values()) == {"yes", "**no**"}
