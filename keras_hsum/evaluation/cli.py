@@ -140,6 +140,18 @@ def resolve_data(data, split):
     )
 
 
+def _data_label(data):
+    """A short name for `--data` in a chart title: a dataset name as given, a
+    folder's name, or a file's folder and name. The examples' own `dataset`
+    field can name several corpora alike (both QMSum subsets say "qmsum")."""
+    if os.path.isdir(data):
+        return os.path.basename(os.path.normpath(data))
+    if os.path.isfile(data):
+        path = os.path.normpath(data)
+        return os.path.join(os.path.basename(os.path.dirname(path)), os.path.basename(path))
+    return data
+
+
 def _has_reference(example, mode):
     """Whether `example` has what `--references mode` scores against (the
     rule `report.evaluate` applies)."""
@@ -337,7 +349,10 @@ def run(args):
         reporting.write_markdown(reports, args.markdown)
         print(f"Wrote {args.markdown}")
     if args.plot:
-        reporting.plot(reports, args.plot)
+        confidence = reports[0]["bootstrap"]["confidence"]
+        reporting.plot(reports, args.plot, title=(
+            f"{_data_label(args.data)} ({args.split} split, {len(examples)} examples; "
+            f"error bars: {100 * confidence:.0f}% bootstrap CI)"))
         print(f"Wrote {args.plot}")
     return 0
 

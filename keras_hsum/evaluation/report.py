@@ -238,7 +238,8 @@ def plot(reports, path, measure="f1", title=None):
         reports: a report dict or a list of them (same metrics).
         path: the PNG file to write.
         measure: "precision", "recall" or "f1".
-        title: the chart title (default: the datasets).
+        title: the chart title, also the PNG's "Title" text chunk (default:
+            the examples' `dataset` fields).
 
     Raises:
         ImportError: when matplotlib is missing (`pip install
@@ -283,15 +284,13 @@ def plot(reports, path, measure="f1", title=None):
     axes.set_xticklabels([_LABELS.get(m, m) for m in metrics])
     axes.set_ylabel(f"ROUGE {measure} x100")
     confidence = reports[0]["bootstrap"]["confidence"]
-    axes.set_title(
-        title
-        or f"{', '.join(sorted({r['dataset'] for r in reports}))} "
-        f"(error bars: {100 * confidence:.0f}% bootstrap CI)"
-    )
+    title = title or (f"{', '.join(sorted({r['dataset'] for r in reports}))} "
+                      f"(error bars: {100 * confidence:.0f}% bootstrap CI)")
+    axes.set_title(title)
     axes.legend()
     figure.tight_layout()
     directory = os.path.dirname(os.fspath(path))
     if directory:
         os.makedirs(directory, exist_ok=True)
-    figure.savefig(path, format="png", dpi=120)
+    figure.savefig(path, format="png", dpi=120, metadata={"Title": title})
     plt.close(figure)

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import PIL.Image
 import pytest
 from rouge_score import rouge_scorer
 
@@ -37,6 +38,12 @@ def test_evaluate_writes_json_report_and_png(tmp_path):
         assert row["scores"]["rougeLsum"]["f1"] == pytest.approx(expected["rougeLsum"].fmeasure, abs=1e-12)
     with open(tmp_path / "chart.png", "rb") as handle:
         assert handle.read(8) == b"\x89PNG\r\n\x1a\n"
+    # The chart names the data it scored: the examples' own field says only
+    # "qmsum", which qmsum_general's examples say too.
+    assert {e.dataset for e in examples} == {"qmsum"}
+    with PIL.Image.open(tmp_path / "chart.png") as image:
+        assert image.text["Title"] == (
+            "qmsum_goldspan (val split, 12 examples; error bars: 95% bootstrap CI)")
 
 
 def _parse(argv):
@@ -139,3 +146,11 @@ def test_bad_numbers_and_unwritable_outputs_fail_before_scoring(tmp_path, capsys
     assert cli.run(_parse(["evaluate", "--baseline", "lead3", "--data", data,
                            "--markdown", str(markdown)])) == 0
     assert markdown.read_text().startswith("|")
+
+
+def test_chart_title_names_the_data_as_given(tmp_path):
+    folder = os.path.dirname(sample_path("qmsum_general", "val"))
+    assert cli._data_label("qmsum_general") == "qmsum_general"
+    assert cli._data_label(folder + os.sep) == "qmsum_general"
+    assert cli._data_label(sample_path("qmsum_general", "val")) == os.path.join(
+        "qmsum_general", os.path.basename(sample_path("qmsum_general", "val")))
