@@ -257,6 +257,14 @@ RUNS = {
     # seal_general and extractive_abstractive_general shared them, so it
     # makes more steps in its 15 minutes. This row says whether CA meets
     # the target on qmsum_general; no choice among rows depends on it.
+    # Ran alone: 2,155 steps (about 106 passes over the 162 meetings);
+    # training accuracy 0.85 at the end against validation accuracy 0.27
+    # (validation loss lowest at step 250, 5.03; 6.43 at the end). Last
+    # weights: 35.60 / 7.71 against TextRank's 19.83 / 3.03, so it meets the
+    # target by this rule. But 80.5% of its summaries' 8-grams occur in a
+    # training reference (seal_general 7.9%, extractive_abstractive_general
+    # 3.4%): it recites summaries of other meetings of the same series
+    # (QMSum's AMI/ICSI meetings share projects and topics).
     "compressive_abstractive_general": dict(
         recipe="compressive_abstractive", dataset="qmsum_general", minutes=15,
         overrides={**_PARAGRAPH_MODEL, "max_snippets": 32, "max_target_length": 129,
@@ -2227,6 +2235,7 @@ TARGET_ROWS = {
     "qmsum_general": [
         ("seal_general", "the only SEAL row"),
         ("extractive_abstractive_general", "the only EA row"),
+        ("compressive_abstractive_general", "the only CA row, declared before it trained"),
     ],
     "scisummnet": [
         ("discourse_500_long_sections_scisummnet",
