@@ -270,6 +270,21 @@ RUNS = {
         overrides={**_PARAGRAPH_MODEL, "max_snippets": 32, "max_target_length": 129,
                    "steps_per_epoch": 50},
     ),
+    # Declared in stop 44 after compressive_abstractive_general was found
+    # reciting training summaries, before this run trained: that spec with
+    # one change, the checkpoint of lowest loss on 15% of the training
+    # meetings held out (validation_holdout=0.15, checkpoint best), as the
+    # FewSum and scitldr_a protocols pick theirs; 15 minutes alone. A
+    # diagnosis, shown beside the declared row: it decides nothing (that
+    # row's declaration stands), and it answers whether CA, stopped before
+    # it overfits, summarizes (its 8-gram overlap with the training
+    # references against the declared row's 80.5%).
+    "compressive_abstractive_holdout_general": dict(
+        recipe="compressive_abstractive", dataset="qmsum_general", minutes=15,
+        checkpoint="best",
+        overrides={**_PARAGRAPH_MODEL, "max_snippets": 32, "max_target_length": 129,
+                   "steps_per_epoch": 50, "validation_holdout": 0.15},
+    ),
     "shte_scitldr": dict(
         recipe="shte", dataset="scitldr_a", minutes=8,
         overrides={"epochs": 100},
