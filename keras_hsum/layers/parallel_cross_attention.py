@@ -45,6 +45,12 @@ class ParallelCrossAttention(keras.layers.Layer):
     backward. The paragraph attention is computed in float32 and returned in
     float32 under every dtype policy (decoding score terms consume it).
 
+    While decoding, Φ and C do not change from step to step, and their key
+    and value projections are most of a step's work (O(P·T·D²) against the
+    queries' O(D²)): `project_memory(word_memory, paragraph_memory)`
+    computes them once and `call(..., memory_cache=...)` reuses them at
+    every step. Both paths compute the same function.
+
     Args:
         hidden_dim: D, the width of the queries and of the output.
         num_heads: H; D must be divisible by H (Dh = D / H).
@@ -61,6 +67,10 @@ class ParallelCrossAttention(keras.layers.Layer):
         token_mask: optional bool/int [B, P, T], True/1 for real tokens.
         paragraph_mask: optional bool/int [B, P], True/1 for real paragraphs.
         training: bool, whether dropout is active.
+        memory_cache: optional dict from `project_memory(word_memory,
+            paragraph_memory)`: the keys and values are taken from it instead
+            of being projected again (`word_memory` and `paragraph_memory`
+            are then only read for their shapes).
 
     Returns:
         A tuple `(outputs, paragraph_attention)`:
@@ -77,6 +87,14 @@ class ParallelCrossAttention(keras.layers.Layer):
     ...     paragraph_mask=np.ones((2, 3), "int32"))
     >>> tuple(outputs.shape), tuple(attention.shape)
     ((2, 4, 8), (2, 4, 3))
+    >>> cache = layer.project_memory(np.ones((2, 3, 5, 8)), np.ones((2, 3, 8)))
+    >>> tuple(cache["word_key"].shape), tuple(cache["paragraph_value"].shape)
+    ((2, 3, 5, 2, 4), (2, 3, 2, 4))
+    >>> outputs, attention = layer(
+    ...     np.ones((2, 1, 8)), np.ones((2, 3, 5, 8)), np.ones((2, 3, 8)),
+    ...     memory_cache=cache)
+    >>> tuple(outputs.shape), tuple(attention.shape)
+    ((2, 1, 8), (2, 1, 3))
 
     References:
         Ma & Zong, Parallel Hierarchical Transformer with Attention Alignment
@@ -249,6 +267,67 @@ class ParallelCrossAttention(keras.layers.Layer):
         self.output_layer_norm.build(query_shape)
         self.built = True
 
+    def project_memory(self, word_memory, paragraph_memory):
+        """Keys and values of the memories, to pass as `memory_cache`.
+
+        Args:
+            word_memory: float [B, P, T, D], context-aware word embeddings C.
+            paragraph_memory: float [B, P, D], paragraph embeddings Φ.
+
+        Returns:
+            A dict of compute-dtype tensors: `"word_key"` and `"word_value"`
+            [B, P, T, H, Dh], `"paragraph_key"` and `"paragraph_value"`
+            [B, P, H, Dh].
+        """
+        word_shape = check_rank(
+            self.name, "word_memory", word_memory.shape, 4, "[B,P,T,D]"
+        )
+        self._check_shapes(
+            (word_shape[0], None, self.hidden_dim),
+            word_shape,
+            paragraph_memory.shape,
+        )
+        if not self.built:
+            self.build(
+                (word_shape[0], None, self.hidden_dim),
+                word_shape,
+                paragraph_memory.shape,
+            )
+        return {
+            "word_key": self.word_key_dense(word_memory),
+            "word_value": self.word_value_dense(word_memory),
+            "paragraph_key": self.paragraph_key_dense(paragraph_memory),
+            "paragraph_value": self.paragraph_value_dense(paragraph_memory),
+        }
+
+    def _check_memory_cache(self, memory_cache, word_shape):
+        """`memory_cache` must be `project_memory`'s dict for this memory."""
+        expected = ("paragraph_key", "paragraph_value", "word_key", "word_value")
+        if not isinstance(memory_cache, dict) or tuple(sorted(memory_cache)) != expected:
+            received = (
+                sorted(memory_cache)
+                if isinstance(memory_cache, dict)
+                else type(memory_cache).__name__
+            )
+            raise ValueError(
+                f"{self.name}: `memory_cache` must be the dict that "
+                f"`project_memory(word_memory, paragraph_memory)` returns, with "
+                f"keys {list(expected)}; received {received}."
+            )
+        heads = (self.num_heads, self.head_dim)
+        batch, paragraphs, tokens = tuple(word_shape)[:3]
+        for key, rank, dims, spec in (
+            ("word_key", 5, (batch, paragraphs, tokens) + heads, "[B,P,T,H,Dh]"),
+            ("word_value", 5, (batch, paragraphs, tokens) + heads, "[B,P,T,H,Dh]"),
+            ("paragraph_key", 4, (batch, paragraphs) + heads, "[B,P,H,Dh]"),
+            ("paragraph_value", 4, (batch, paragraphs) + heads, "[B,P,H,Dh]"),
+        ):
+            name = f"memory_cache['{key}']"
+            shape = check_rank(self.name, name, memory_cache[key].shape, rank, spec)
+            check_dims(
+                self.name, name, shape, dims, f"{spec} (B, P, T of `word_memory`)"
+            )
+
     def call(
         self,
         query,
@@ -257,14 +336,19 @@ class ParallelCrossAttention(keras.layers.Layer):
         token_mask=None,
         paragraph_mask=None,
         training=None,
+        memory_cache=None,
     ):
-        self._check_shapes(
+        _, word_shape, _ = self._check_shapes(
             query.shape,
             word_memory.shape,
             paragraph_memory.shape,
             None if token_mask is None else token_mask.shape,
             None if paragraph_mask is None else paragraph_mask.shape,
         )
+        if memory_cache is None:
+            memory_cache = self.project_memory(word_memory, paragraph_memory)
+        else:
+            self._check_memory_cache(memory_cache, word_shape)
         scale = 1.0 / math.sqrt(self.head_dim)
         paragraph_mask = as_bool_mask(paragraph_mask)
         word_mask = merge_masks(
@@ -274,8 +358,8 @@ class ParallelCrossAttention(keras.layers.Layer):
 
         # Paragraph level: scores [B,H,S,P], softmax over P (Eq. 7).
         query_p = self.paragraph_query_dense(query)
-        key_p = self.paragraph_key_dense(paragraph_memory)
-        value_p = self.paragraph_value_dense(paragraph_memory)
+        key_p = memory_cache["paragraph_key"]
+        value_p = memory_cache["paragraph_value"]
         scores_p = ops.einsum("bshk,bphk->bhsp", query_p, key_p)
         weights_p = masked_softmax(
             ops.cast(scores_p, "float32") * scale,
@@ -291,8 +375,8 @@ class ParallelCrossAttention(keras.layers.Layer):
         # Word level, all paragraphs at once: scores [B,H,S,P,T], softmax
         # over the T tokens of each paragraph (Eq. 8).
         query_w = self.word_query_dense(query)
-        key_w = self.word_key_dense(word_memory)
-        value_w = self.word_value_dense(word_memory)
+        key_w = memory_cache["word_key"]
+        value_w = memory_cache["word_value"]
         scores_w = ops.einsum("bshk,bpthk->bhspt", query_w, key_w)
         weights_w = masked_softmax(
             ops.cast(scores_w, "float32") * scale,
@@ -324,6 +408,7 @@ class ParallelCrossAttention(keras.layers.Layer):
         paragraph_memory_shape,
         token_mask_shape=None,
         paragraph_mask_shape=None,
+        memory_cache_shape=None,
     ):
         query_shape = tuple(query_shape)
         paragraphs = tuple(word_memory_shape)[1]

@@ -36,6 +36,11 @@ class PHTDecoderLayer(keras.layers.Layer):
     it returns two outputs. Both paths compute the same function: decoding
     one token at a time with the cache gives the teacher-forced outputs.
 
+    The memories C and Φ stay fixed while decoding: `project_memory(C, Φ)`
+    computes part II's keys and values once (see `ParallelCrossAttention`),
+    and passing them as `memory_cache` at every step skips their
+    O(P·T·D²) projection; the outputs are the same.
+
     Args:
         hidden_dim: D, the model width.
         intermediate_dim: the feed-forward network's hidden width.
@@ -51,6 +56,10 @@ class PHTDecoderLayer(keras.layers.Layer):
         decoder_sequence: float [B, S, D], the (shifted) summary embeddings Y,
             or, when decoding with a cache, the new position(s) [B, S_new, D].
         word_memory: float [B, P, T, D], context-aware word embeddings C.
+            `decoder_sequence` (and its masks and cache) may have B·K rows
+            for K hypotheses per example (row b·K + k reads example b, as
+            in beam search): part II then reads each memory once for its
+            K rows instead of K copies of it.
         paragraph_memory: float [B, P, D], paragraph embeddings Φ (ranking
             encoding already added, Eq. 6).
         token_mask: optional bool/int [B, P, T], True/1 for real tokens.
@@ -65,6 +74,9 @@ class PHTDecoderLayer(keras.layers.Layer):
         self_attention_cache_update_index: int scalar (or int tensor), the
             position of `decoder_sequence[:, 0]`; required with a cache.
         training: bool, whether dropout is active.
+        memory_cache: optional dict from `project_memory(word_memory,
+            paragraph_memory)`, the cross-attention keys and values of the
+            memories (computed once per request while decoding).
 
     Returns:
         Without a cache, `(outputs, paragraph_attention)`; with a cache,
@@ -87,6 +99,13 @@ class PHTDecoderLayer(keras.layers.Layer):
     ...     self_attention_cache=cache, self_attention_cache_update_index=0)
     >>> tuple(outputs.shape), tuple(attention.shape), tuple(cache.shape)
     ((2, 1, 8), (2, 1, 3), (2, 2, 4, 2, 4))
+    >>> memory_cache = layer.project_memory(np.ones((2, 3, 5, 8)), np.ones((2, 3, 8)))
+    >>> outputs, attention, cache = layer(
+    ...     np.ones((2, 1, 8)), np.ones((2, 3, 5, 8)), np.ones((2, 3, 8)),
+    ...     self_attention_cache=cache, self_attention_cache_update_index=1,
+    ...     memory_cache=memory_cache)
+    >>> tuple(outputs.shape), tuple(memory_cache["word_key"].shape)
+    ((2, 1, 8), (2, 3, 5, 2, 4))
 
     References:
         Ma & Zong, Parallel Hierarchical Transformer with Attention Alignment
@@ -282,6 +301,20 @@ class PHTDecoderLayer(keras.layers.Layer):
                 f"positions T={length}), received {index}."
             )
 
+    def project_memory(self, word_memory, paragraph_memory):
+        """Part II's keys and values of the memories, to pass as `memory_cache`.
+
+        Args:
+            word_memory: float [B, P, T, D], context-aware word embeddings C.
+            paragraph_memory: float [B, P, D], paragraph embeddings Φ.
+
+        Returns:
+            `ParallelCrossAttention.project_memory`'s dict: `"word_key"`,
+            `"word_value"` [B, P, T, H, Dh], `"paragraph_key"`,
+            `"paragraph_value"` [B, P, H, Dh].
+        """
+        return self.cross_attention.project_memory(word_memory, paragraph_memory)
+
     def call(
         self,
         decoder_sequence,
@@ -293,6 +326,7 @@ class PHTDecoderLayer(keras.layers.Layer):
         self_attention_cache=None,
         self_attention_cache_update_index=None,
         training=None,
+        memory_cache=None,
     ):
         if (self_attention_cache is None) != (
             self_attention_cache_update_index is None
@@ -312,6 +346,14 @@ class PHTDecoderLayer(keras.layers.Layer):
         self._check_cache_index(
             self_attention_cache_update_index, decoder_sequence, self_attention_cache
         )
+        rows, examples = decoder_sequence.shape[0], word_memory.shape[0]
+        if rows is not None and examples is not None and rows % examples:
+            raise ValueError(
+                f"{self.name}: `decoder_sequence` must have B or B·K rows (K "
+                f"hypotheses per example of the memories, rows b·K + k) for "
+                f"memories of B={examples} examples; received "
+                f"{rows} rows."
+            )
 
         # Part I: masked self-attention.
         mask = self._self_attention_mask(
@@ -335,7 +377,15 @@ class PHTDecoderLayer(keras.layers.Layer):
             + self.self_attention_dropout(attended, training=training)
         )
 
-        # Part II: parallel paragraph- and word-level cross attention.
+        # Part II: parallel paragraph- and word-level cross attention. With
+        # K hypotheses per memory example (rows b·K + k), the K rows are
+        # folded into the query axis [B, K·S, D] so that the memory is read
+        # once for all of them (every query position attends independently).
+        rows, examples = x.shape[0], word_memory.shape[0]
+        fold = rows is None or examples is None or rows != examples
+        if fold:
+            rows = ops.shape(x)[0]
+            x = ops.reshape(x, (ops.shape(word_memory)[0], -1, self.hidden_dim))
         x, paragraph_attention = self.cross_attention(
             x,
             word_memory,
@@ -343,7 +393,13 @@ class PHTDecoderLayer(keras.layers.Layer):
             token_mask=token_mask,
             paragraph_mask=paragraph_mask,
             training=training,
+            memory_cache=memory_cache,
         )
+        if fold:
+            x = ops.reshape(x, (rows, -1, self.hidden_dim))
+            paragraph_attention = ops.reshape(
+                paragraph_attention, (rows, -1, ops.shape(word_memory)[1])
+            )
 
         # Part III: feed-forward network.
         hidden = self.feedforward_output_dense(
@@ -366,6 +422,7 @@ class PHTDecoderLayer(keras.layers.Layer):
         decoder_padding_mask_shape=None,
         self_attention_cache_shape=None,
         self_attention_cache_update_index_shape=None,
+        memory_cache_shape=None,
     ):
         shape = tuple(decoder_sequence_shape)
         attention_shape = shape[:2] + (tuple(word_memory_shape)[1],)
