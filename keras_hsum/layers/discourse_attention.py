@@ -45,6 +45,12 @@ class DiscourseAttention(keras.layers.Layer):
     zero context (no NaN, forward or backward). Masked scores use a large
     finite negative, never inf.
 
+    While decoding, the memory terms W_h h_(j,i) [B, P, T, A] and
+    W_h' h_j [B, P, A] do not change from step to step:
+    `project_memory(word_states, section_states)` computes them once and
+    `call(..., memory_cache=...)` reuses them at every step (same results,
+    without the O(P·T·Dw·A) projection per step).
+
     The paper scores with the previous decoder state h_(t-1); the authors'
     code (after See et al.) uses the state after the current step. The layer
     attends with whichever `decoder_state` it is given.
@@ -75,6 +81,9 @@ class DiscourseAttention(keras.layers.Layer):
         coverage: optional float [B, P, T], sum of the alphas of the previous
             steps; only with `use_coverage=True` and a rank-2
             `decoder_state` (coverage makes steps sequential).
+        memory_cache: optional dict from `project_memory(word_states,
+            section_states)`; its memory terms are used instead of being
+            projected again.
 
     Returns:
         A tuple `(context, alpha, beta)`: context float [B, Dw], word weights
@@ -93,6 +102,10 @@ class DiscourseAttention(keras.layers.Layer):
     ... )
     >>> tuple(context.shape), tuple(alpha.shape), tuple(beta.shape)
     ((2, 5), (2, 3, 4), (2, 3))
+    >>> cache = layer.project_memory(
+    ...     np.ones((2, 3, 4, 5), "float32"), np.ones((2, 3, 7), "float32"))
+    >>> tuple(cache["word_keys"].shape), tuple(cache["section_keys"].shape)
+    ((2, 3, 4, 8), (2, 3, 8))
 
     References:
         Cohan et al. (2018), A Discourse-Aware Attention Model for
@@ -242,6 +255,52 @@ class DiscourseAttention(keras.layers.Layer):
         expect_width(self, "decoder_state", decoder_state_shape)
         self.built = True
 
+    def project_memory(self, word_states, section_states):
+        """The attention's memory terms, to pass as `memory_cache`.
+
+        Args:
+            word_states: float [B, P, T, Dw], encoder state of every word.
+            section_states: float [B, P, Ds], encoder state of every section.
+
+        Returns:
+            A dict: `"word_keys"` W_h h_(j,i) [B, P, T, A] and
+            `"section_keys"` W_h' h_j [B, P, A], in the compute dtype.
+        """
+        if not self.built:
+            raise ValueError(
+                f"{self.name}: `project_memory` needs a built layer (its "
+                "projections are sized by the first call); call the layer "
+                "once, or build it, first."
+            )
+        return {
+            "word_keys": self.word_key_dense(word_states),
+            "section_keys": self.section_key_dense(section_states),
+        }
+
+    def _check_memory_cache(self, memory_cache, word_states_shape):
+        expected = ("section_keys", "word_keys")
+        if not isinstance(memory_cache, dict) or tuple(sorted(memory_cache)) != expected:
+            received = (
+                sorted(memory_cache)
+                if isinstance(memory_cache, dict)
+                else type(memory_cache).__name__
+            )
+            raise ValueError(
+                f"{self.name}: `memory_cache` must be the dict that "
+                "`project_memory(word_states, section_states)` returns, with "
+                f"keys {list(expected)}; received {received}."
+            )
+        batch, paragraphs, tokens = tuple(word_states_shape)[:3]
+        for key, rank, dims, spec in (
+            ("word_keys", 4, (batch, paragraphs, tokens, self.attention_dim), "[B,P,T,A]"),
+            ("section_keys", 3, (batch, paragraphs, self.attention_dim), "[B,P,A]"),
+        ):
+            name = f"memory_cache['{key}']"
+            shape = check_rank(self.name, name, memory_cache[key].shape, rank, spec)
+            check_dims(
+                self.name, name, shape, dims, f"{spec} (B, P, T of `word_states`)"
+            )
+
     def call(
         self,
         decoder_state,
@@ -250,6 +309,7 @@ class DiscourseAttention(keras.layers.Layer):
         token_mask=None,
         section_mask=None,
         coverage=None,
+        memory_cache=None,
     ):
         self._check_shapes(
             decoder_state.shape,
@@ -259,6 +319,10 @@ class DiscourseAttention(keras.layers.Layer):
             None if section_mask is None else section_mask.shape,
             None if coverage is None else coverage.shape,
         )
+        if memory_cache is None:
+            memory_cache = self.project_memory(word_states, section_states)
+        else:
+            self._check_memory_cache(memory_cache, word_states.shape)
         one_step = len(decoder_state.shape) == 2
         if one_step:
             decoder_state = decoder_state[:, None, :]  # [B,S=1,Dd]
@@ -269,7 +333,7 @@ class DiscourseAttention(keras.layers.Layer):
         # Section weights beta [B,S,P] (Eq. 6).
         section_features = ops.tanh(
             self.section_query_dense(decoder_state)[:, :, None, :]
-            + self.section_key_dense(section_states)[:, None, :, :]
+            + memory_cache["section_keys"][:, None, :, :]
         )
         section_scores = ops.squeeze(self.section_score_dense(section_features), -1)
         section_mask = as_bool_mask(section_mask)
@@ -279,7 +343,7 @@ class DiscourseAttention(keras.layers.Layer):
         # Word scores e [B,S,P,T] (Eq. 2, with coverage).
         word_features = (
             self.word_query_dense(decoder_state)[:, :, None, None, :]
-            + self.word_key_dense(word_states)[:, None, :, :, :]
+            + memory_cache["word_keys"][:, None, :, :, :]
         )
         if coverage is not None:
             coverage_features = self.coverage_dense(
@@ -332,6 +396,7 @@ class DiscourseAttention(keras.layers.Layer):
         token_mask_shape=None,
         section_mask_shape=None,
         coverage_shape=None,
+        memory_cache_shape=None,
     ):
         self._check_shapes(
             decoder_state_shape,

@@ -277,3 +277,39 @@ def test_wrong_inputs_raise():
     layer(**inputs)
     with pytest.raises(ValueError, match=r"`token_mask`.*\(2, 3, 4\).*\(2, 3, 3\)"):
         call(layer=layer, token_mask=np.ones((2, 3, 3), bool))
+
+
+@pytest.mark.parametrize("weighting", ["scores", "probabilities"])
+def test_memory_cache_gives_the_numpy_transcription(weighting):
+    """`project_memory`'s terms in place of the projections: the same
+    function (Eqs. 2, 4-6 with coverage). The section states passed beside
+    the cache are zeros: they enter only through W_h' h_j, so the layer can
+    only have read it from the cache."""
+    inputs = make_inputs(np.random.default_rng(12))
+    layer = DiscourseAttention(
+        attention_dim=A, use_coverage=True, section_weighting=weighting
+    )
+    uncached = to_numpy(layer(**inputs))
+    cache = layer.project_memory(inputs["word_states"], inputs["section_states"])
+    assert tuple(cache["word_keys"].shape) == (B, P, T, A)
+    assert tuple(cache["section_keys"].shape) == (B, P, A)
+    zeroed = dict(inputs, section_states=np.zeros_like(inputs["section_states"]))
+    cached = to_numpy(layer(**zeroed, memory_cache=cache))
+    expected = numpy_discourse_attention(layer, inputs, weighting)
+    for name, got, want, plain in zip(("context", "alpha", "beta"), cached, expected, uncached):
+        np.testing.assert_allclose(got, want, atol=1e-5, err_msg=name)
+        np.testing.assert_allclose(got, plain, atol=1e-6, err_msg=name)
+
+
+def test_wrong_memory_cache_raises():
+    inputs = make_inputs(np.random.default_rng(13))
+    del inputs["coverage"]
+    layer = DiscourseAttention(attention_dim=A)
+    with pytest.raises(ValueError, match=r"`project_memory` needs a built layer"):
+        layer.project_memory(inputs["word_states"], inputs["section_states"])
+    layer(**inputs)
+    cache = layer.project_memory(inputs["word_states"], inputs["section_states"])
+    with pytest.raises(ValueError, match=r"`memory_cache` must be the dict.*\['word_keys'\]"):
+        layer(**inputs, memory_cache={"word_keys": cache["word_keys"]})
+    with pytest.raises(ValueError, match=r"memory_cache\['word_keys'\].*\(2, 3, 4, 8\).*\(2, 3, 2, 8\)"):
+        layer(**inputs, memory_cache=dict(cache, word_keys=cache["word_keys"][:, :, :2]))

@@ -317,3 +317,58 @@ def test_wrong_inputs_raise():
             paragraph_memory_shape=(2, 3, 8),
             token_mask_shape=(2, 3, 5),
         )
+
+
+def test_memory_cache_gives_the_numpy_transcription():
+    """With `memory_cache` the keys and values come from the cache: the
+    memories passed beside it are only read for their shapes (zeros here),
+    and the outputs are Eqs. 7-10 on the memories the cache was made from."""
+    inputs = make_inputs(8)
+    layer = make_layer(inputs)
+    cache = layer.project_memory(inputs["word_memory"], inputs["paragraph_memory"])
+    assert {key: tuple(value.shape) for key, value in cache.items()} == {
+        "word_key": (B, P, T, H, D // H),
+        "word_value": (B, P, T, H, D // H),
+        "paragraph_key": (B, P, H, D // H),
+        "paragraph_value": (B, P, H, D // H),
+    }
+    cached = dict(
+        inputs,
+        word_memory=np.zeros_like(inputs["word_memory"]),
+        paragraph_memory=np.zeros_like(inputs["paragraph_memory"]),
+    )
+    outputs, attention = to_numpy(layer(**cached, memory_cache=cache))
+    expected_outputs, expected_attention = numpy_parallel_cross_attention(layer, **inputs)
+    np.testing.assert_allclose(attention, expected_attention, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(outputs, expected_outputs, atol=1e-5, rtol=0)
+    # ... and equal to the uncached call.
+    uncached_outputs, uncached_attention = to_numpy(layer(**inputs))
+    np.testing.assert_allclose(outputs, uncached_outputs, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(attention, uncached_attention, atol=1e-6, rtol=0)
+
+
+def test_memory_cache_of_one_step_per_query_row():
+    """Decoding shape: one query position per row against the cache."""
+    inputs = make_inputs(9)
+    layer = make_layer(inputs)
+    cache = layer.project_memory(inputs["word_memory"], inputs["paragraph_memory"])
+    for s in range(S):
+        step_inputs = dict(inputs, query=inputs["query"][:, s : s + 1])
+        outputs, attention = to_numpy(layer(**step_inputs, memory_cache=cache))
+        expected_outputs, expected_attention = numpy_parallel_cross_attention(
+            layer, **step_inputs
+        )
+        np.testing.assert_allclose(outputs, expected_outputs, atol=1e-5, rtol=0)
+        np.testing.assert_allclose(attention, expected_attention, atol=1e-5, rtol=0)
+
+
+def test_wrong_memory_cache_raises():
+    inputs = make_inputs(10)
+    layer = make_layer(inputs)
+    cache = layer.project_memory(inputs["word_memory"], inputs["paragraph_memory"])
+    with pytest.raises(ValueError, match=r"`memory_cache` must be the dict.*project_memory.*\['paragraph_key'\]"):
+        layer(**inputs, memory_cache={"paragraph_key": cache["paragraph_key"]})
+    with pytest.raises(ValueError, match=r"memory_cache\['word_key'\].*\(2, 3, 4, 2, 4\).*\(2, 2, 4, 2, 4\)"):
+        layer(**inputs, memory_cache=dict(cache, word_key=cache["word_key"][:, :2]))
+    with pytest.raises(ValueError, match=r"memory_cache\['paragraph_value'\].*rank 4.*\[B,P,H,Dh\]"):
+        layer(**inputs, memory_cache=dict(cache, paragraph_value=cache["paragraph_value"][..., 0]))

@@ -213,6 +213,60 @@ def test_cached_decoding_equals_teacher_forcing_under_jit():
     np.testing.assert_allclose(attention, full_attention, atol=1e-5, rtol=0)
 
 
+def test_memory_cache_decoding_equals_teacher_forcing_eager_and_jit():
+    """Both caches (self-attention and `project_memory`'s cross-attention
+    keys/values): step by step equals the teacher-forced call, eager and
+    jit-compiled. The memories passed beside the cache are zeros, so the
+    steps can only have read the keys and values from it."""
+    inputs = make_inputs(4)
+    layer = make_layer(inputs)
+    full_outputs, full_attention = to_numpy(layer(**inputs))
+    memories = memory_kwargs(inputs)
+    memory_cache = layer.project_memory(
+        inputs["word_memory"], inputs["paragraph_memory"]
+    )
+    zeroed = dict(
+        memories,
+        word_memory=np.zeros_like(inputs["word_memory"]),
+        paragraph_memory=np.zeros_like(inputs["paragraph_memory"]),
+    )
+
+    def eager_step(x, cache, index):
+        return layer(
+            x, **zeroed, self_attention_cache=cache,
+            self_attention_cache_update_index=index, memory_cache=memory_cache,
+        )
+
+    steps = {"eager": eager_step}
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        steps["jit"] = tf.function(eager_step, jit_compile=True)
+    elif BACKEND == "jax":
+        import jax
+
+        trainable = [v.value for v in layer.trainable_variables]
+        non_trainable = [v.value for v in layer.non_trainable_variables]
+
+        @jax.jit
+        def jitted(trainable, non_trainable, x, cache, index, memory_cache):
+            outputs, _ = layer.stateless_call(
+                trainable, non_trainable, x, **zeroed,
+                self_attention_cache=cache,
+                self_attention_cache_update_index=index,
+                memory_cache=memory_cache,
+            )
+            return outputs
+
+        steps["jit"] = lambda x, cache, index: jitted(
+            trainable, non_trainable, x, cache, index, memory_cache
+        )
+    for name, step in steps.items():
+        outputs, attention, _ = cached_decode(step, inputs)
+        np.testing.assert_allclose(outputs, full_outputs, atol=1e-5, rtol=0, err_msg=name)
+        np.testing.assert_allclose(attention, full_attention, atol=1e-5, rtol=0, err_msg=name)
+
+
 def test_padding_changes_no_valid_output():
     rng = np.random.default_rng(4)
     inputs = make_inputs(4)
