@@ -403,10 +403,13 @@ def _model_search(model, inputs, beam_size, max_length, terms, eos_id, pad_id, g
         )
     check_model_features(model, inputs)
     memory = model.encode(inputs)
-    tiled = keras.tree.map_structure(
-        lambda x: None if x is None else ops.repeat(x, K, axis=0), memory
-    )
-    static, state = model.initial_cache(tiled, max_length)
+    if hasattr(model, "beam_cache"):
+        static, state = model.beam_cache(memory, max_length, K)
+    else:  # a model that only has the three methods of the contract
+        tiled = keras.tree.map_structure(
+            lambda x: None if x is None else ops.repeat(x, K, axis=0), memory
+        )
+        static, state = model.initial_cache(tiled, max_length)
     batch_size = ops.shape(keras.tree.flatten(memory)[0])[0]
 
     def step_fn(ids, index, state):
@@ -444,9 +447,11 @@ def beam_search(
 ):
     """Beam search decoding of a `Summarizer` (encode → initial_cache → step).
 
-    The memory of `model.encode(inputs)` is repeated K times along axis 0
-    (row b·K + k) before `model.initial_cache(memory, max_length)`; the
-    static part of the cache is never reordered, every leaf of the state
+    The cache comes from `model.beam_cache(memory, max_length, K)`: by
+    default the memory of `model.encode(inputs)` repeated K times along
+    axis 0 (row b·K + k) and `model.initial_cache(memory, max_length)`;
+    models that share one memory row among the K hypotheses of an example
+    (PHT) keep it [B,...]. The static part of the cache is never reordered, every leaf of the state
     dict is gathered when beams are reordered (SEAL's segment re-selection
     inside `step` therefore follows its beam).
 

@@ -160,6 +160,17 @@ class SummarizerEnsemble(Summarizer):
             static[key], state[key] = member.initial_cache(memory[key], max_length)
         return static, state
 
+    def beam_cache(self, memory, max_length, beam_size):
+        """Each member's own `beam_cache` (PHT members share their memory
+        among the K hypotheses; the others get it repeated K times)."""
+        static, state = {}, {}
+        for i, member in enumerate(self.members):
+            key = _member_key(i)
+            static[key], state[key] = member.beam_cache(
+                memory[key], max_length, beam_size
+            )
+        return static, state
+
     def step(self, ids, index, cache):
         """`(ids [B], index, cache) → (log Σ_i w_i p_i [B,V'], cache, aux)`."""
         static, state = cache

@@ -17,13 +17,19 @@ at position `index` (BOS at 0) and `logits` float32 [B,V'] score the token at
 
 `cache` is a pair `(memory, state)`: `memory` is constant while decoding and
 equal across the beams of one example, so a search never reorders it (it
-only tiles it K times, along axis 0, before `initial_cache`); `state` holds
-per-hypothesis tensors of fixed shape (self-attention key/value caches,
-coverage, LSTM states, SEAL's currently selected memory) that a search
-gathers when it reorders beams. Both are dicts of tensors with the batch on
-axis 0. `aux` is a dict of per-step float32 tensors, always with the same
-keys for a model: `"paragraph_attention"` [B,P] (how much the step attended
-to each paragraph/section/snippet; what PHT's attention alignment sums) and
+tiles it K times, along axis 0, or the model shares it: `beam_cache`);
+`state` holds per-hypothesis tensors of fixed shape (self-attention
+key/value caches, coverage, LSTM states, SEAL's currently selected memory)
+that a search gathers when it reorders beams. Both are dicts of tensors with
+the batch on axis 0. A search for K hypotheses per example asks for the
+cache with `model.beam_cache(memory, max_length, K)`: by default it repeats
+`memory` K times and calls `initial_cache`; a model whose `step` can read
+one copy of an example's memory for its K hypotheses (rows b·K + k of
+`state` and `ids` reading row b of `memory`) overrides it and keeps `memory`
+[B,...] (PHT: the beams then share their cross-attention keys and values).
+`aux` is a dict of per-step float32 tensors, always with the same keys for a
+model: `"paragraph_attention"` [B,P] (how much the step attended to each
+paragraph/section/snippet; what PHT's attention alignment sums) and
 model-specific entries documented by each model.
 """
 
@@ -117,6 +123,27 @@ class Summarizer(keras.Model):
     def step(self, ids, index, cache):
         """One decoding step: `(ids [B], index, cache) → (logits [B,V'], cache, aux)`."""
         raise NotImplementedError
+
+    def beam_cache(self, memory, max_length, beam_size):
+        """The cache of `beam_size` = K hypotheses per example of `memory`.
+
+        Args:
+            memory: `encode`'s dict, batch B on axis 0.
+            max_length: int, as for `initial_cache`.
+            beam_size: int K.
+
+        Returns:
+            `(memory, state)` for `step` with `ids` [B·K] (row b·K + k is
+            hypothesis k of example b); `state` leaves have B·K rows. This
+            default repeats every memory leaf K times (row b·K + k) and
+            calls `initial_cache`; models whose `step` shares one memory row
+            among K hypotheses override it.
+        """
+        tiled = keras.tree.map_structure(
+            lambda x: None if x is None else ops.repeat(x, int(beam_size), axis=0),
+            memory,
+        )
+        return self.initial_cache(tiled, max_length)
 
     def _check_teacher_forcing(self, inputs):
         if isinstance(inputs, dict) and "decoder_tokens" not in inputs:

@@ -4,6 +4,9 @@
   `encode`/`initial_cache`/`step` gives the teacher-forced logits (the
   decoding contract of `keras_hsum.models.summarizer`), eagerly and, on
   TensorFlow, inside one `tf.function` (jit_compile when asked).
+- `assert_beam_cache_step_matches_call`: the same with `beam_cache`'s
+  K hypotheses per example (different targets), eager and jit-compiled on
+  both backends.
 - `assert_save_reload`: a `.keras` round trip gives the same outputs.
 - `memorize`: fits a compiled model on a few examples for a number of
   epochs and returns the final masked token accuracy, measured by an
@@ -111,6 +114,63 @@ def assert_step_matches_call_in_graph(model, inputs, atol=1e-4, jit_compile=Fals
     full = to_numpy(model(inputs, training=False))
     real = real_positions(inputs)
     np.testing.assert_allclose(to_numpy(run(inputs))[real], full[real], atol=atol, rtol=1e-4)
+
+
+def assert_beam_cache_step_matches_call(model, inputs, beams=3, atol=1e-5, seed=0):
+    """`beam_cache(memory, S, K)` + `step` on K different targets per
+    example == the teacher-forced call on the source repeated K times with
+    those targets, eagerly and inside one jit-compiled function
+    (`tf.function(jit_compile=True)` on TensorFlow, `jax.jit` on JAX).
+
+    The K targets of an example differ, so a step that mixed up the rows
+    b·K + k (e.g. reading another example's memory) would fail. Returns the
+    static part of the cache (for checks on what it holds)."""
+    rng = np.random.default_rng(seed)
+    targets = np.repeat(np.asarray(inputs["decoder_tokens"]), beams, axis=0)
+    batch, length = targets.shape
+    vocabulary = int(getattr(model, "vocabulary_size", 50))
+    real = targets != 0
+    targets[:, 1:] = np.where(
+        real[:, 1:], rng.integers(4, vocabulary, (batch, length - 1)), 0
+    ).astype(targets.dtype)
+    tiled = {
+        key: (np.repeat(np.asarray(value), beams, axis=0) if key != "decoder_tokens" else targets)
+        for key, value in inputs.items()
+    }
+    full = to_numpy(model(tiled, training=False))
+    source = {key: value for key, value in inputs.items() if key != "decoder_tokens"}
+
+    def run(source, targets):
+        memory = model.encode(source)
+        cache = model.beam_cache(memory, length, beams)
+        logits = []
+        for index in range(length):
+            step_logits, cache, _ = model.step(
+                targets[:, index], ops.convert_to_tensor(index, "int32"), cache
+            )
+            logits.append(step_logits)
+        return ops.stack(logits, axis=1), cache[0]
+
+    runs = {"eager": run}
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        runs["jit"] = tf.function(run, jit_compile=True)
+    elif keras.backend.backend() == "jax":
+        import jax
+
+        runs["jit"] = jax.jit(run)
+    real = real_positions(tiled)
+    for name, function in runs.items():
+        stepped, static = function(
+            {key: ops.convert_to_tensor(value) for key, value in source.items()},
+            ops.convert_to_tensor(targets),
+        )
+        np.testing.assert_allclose(
+            to_numpy(stepped)[real], full[real], atol=atol, rtol=1e-5, err_msg=name
+        )
+    _, static = run(source, ops.convert_to_tensor(targets))
+    return static
 
 
 def assert_save_reload(model, inputs, tmp_path, atol=1e-5):
