@@ -104,7 +104,9 @@ class DiscourseSummarizer(Summarizer):
     Returns (call):
         float32 log-probabilities [B,S,V + num_oov].
 
-    Decoding: `state` holds `h`, `c` [B,D], `context` [B,D] (c_(t-1)) and
+    Decoding: `initial_cache` projects the attention's memory terms once
+    (W_h h, W_h' h_j; `DiscourseAttention.project_memory`) into the memory;
+    `state` holds `h`, `c` [B,D], `context` [B,D] (c_(t-1)) and
     `coverage` [B,P,T]; aux is `{"paragraph_attention": β [B,P],
     "attention": α [B,P·T], "p_gen": [B]}`, all float32.
 
@@ -364,6 +366,7 @@ class DiscourseSummarizer(Summarizer):
             token_mask=memory["word_mask"],
             section_mask=memory["section_mask"],
             coverage=coverage,
+            memory_cache=memory.get("attention_cache"),
         )
         hidden = self.output_projection(ops.concatenate([h, context], axis=-1))
         vocabulary_probabilities = ops.softmax(
@@ -443,8 +446,24 @@ class DiscourseSummarizer(Summarizer):
         return log_probabilities
 
     def initial_cache(self, memory, max_length):
-        """`(memory, state)`; the LSTM state needs no room for `max_length`."""
-        return dict(memory), self._initial_state(memory)
+        """`(memory, state)`; the LSTM state needs no room for `max_length`.
+
+        The memory also keeps `"attention_cache"`, the discourse attention's
+        memory terms W_h h [B,P,T,D] and W_h' h_j [B,P,D]
+        (`DiscourseAttention.project_memory`), projected once instead of at
+        every step.
+        """
+        static = dict(memory)
+        if not self.attention.built:  # decoding before any call (the step would build it)
+            self.attention.build(
+                (None, self.hidden_dim),
+                memory["word_states"].shape,
+                memory["section_states"].shape,
+            )
+        static["attention_cache"] = self.attention.project_memory(
+            memory["word_states"], memory["section_states"]
+        )
+        return static, self._initial_state(memory)
 
     def step(self, ids, index, cache):
         static, state = cache

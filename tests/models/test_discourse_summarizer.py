@@ -5,12 +5,14 @@ import numpy as np
 import pytest
 
 from keras_hsum.models.discourse_summarizer import DiscourseSummarizer
+from model_test_case import assert_beam_cache_step_matches_call
 from model_test_case import assert_save_reload
 from model_test_case import assert_step_matches_call
 from model_test_case import assert_step_matches_call_in_graph
 from model_test_case import decode_teacher_forced
 from model_test_case import memorize
 from model_test_case import real_batch
+from model_test_case import real_positions
 from model_test_case import to_numpy
 
 V = 40
@@ -73,6 +75,40 @@ def test_step_equals_teacher_forcing_with_coverage():
     assert_step_matches_call_in_graph(model, inputs)
     assert auxes[0]["paragraph_attention"].shape == (2, 3)
     assert auxes[0]["attention"].shape == (2, 15)
+
+
+def test_step_reads_the_attention_memory_terms_from_the_cache():
+    """`initial_cache` projects W_h h and W_h' h_j once ("attention_cache");
+    the steps read them there: with the section states in the cache replaced
+    by zeros (they enter the decoder only through W_h' h_j) the steps still
+    give the teacher-forced log-probabilities, with coverage on."""
+    model = small_model()
+    model.set_coverage_weight(1.0)
+    inputs = random_inputs(seed=5)
+    full = to_numpy(model(inputs, training=False))
+    length = inputs["decoder_tokens"].shape[1]
+    static, state = model.initial_cache(model.encode(inputs), length)
+    assert tuple(static["attention_cache"]["word_keys"].shape) == (2, 3, 5, 8)
+    assert tuple(static["attention_cache"]["section_keys"].shape) == (2, 3, 8)
+    static = dict(static, section_states=np.zeros((2, 3, 8), "float32"))
+    logits = []
+    for index in range(length):
+        step_logits, (static, state), _ = model.step(
+            inputs["decoder_tokens"][:, index], index, (static, state)
+        )
+        logits.append(to_numpy(step_logits))
+    real = real_positions(inputs)
+    np.testing.assert_allclose(np.stack(logits, 1)[real], full[real], atol=1e-5, rtol=1e-5)
+
+
+def test_beam_cache_steps_equal_teacher_forcing_eager_and_jit():
+    """K = 3 different targets per example through `beam_cache` + `step`
+    (with the cached attention terms) == teacher forcing, eager and
+    jit-compiled (TF XLA / jax.jit), with coverage on."""
+    model = small_model()
+    model.set_coverage_weight(1.0)
+    static = assert_beam_cache_step_matches_call(model, random_inputs(seed=6), beams=3)
+    assert tuple(static["attention_cache"]["word_keys"].shape)[0] == 6
 
 
 def test_final_distribution_is_generation_plus_copy_on_extended_ids():
