@@ -105,7 +105,7 @@ class PHTDecoderLayer(keras.layers.Layer):
     ...     self_attention_cache=cache, self_attention_cache_update_index=1,
     ...     memory_cache=memory_cache)
     >>> tuple(outputs.shape), tuple(memory_cache["word_key"].shape)
-    ((2, 1, 8), (2, 3, 5, 2, 4))
+    ((2, 1, 8), (2, 2, 3, 5, 4))
 
     References:
         Ma & Zong, Parallel Hierarchical Transformer with Attention Alignment
@@ -310,8 +310,8 @@ class PHTDecoderLayer(keras.layers.Layer):
 
         Returns:
             `ParallelCrossAttention.project_memory`'s dict: `"word_key"`,
-            `"word_value"` [B, P, T, H, Dh], `"paragraph_key"`,
-            `"paragraph_value"` [B, P, H, Dh].
+            `"word_value"` [B, H, P, T, Dh], `"paragraph_key"`,
+            `"paragraph_value"` [B, H, P, Dh].
         """
         return self.cross_attention.project_memory(word_memory, paragraph_memory)
 

@@ -415,8 +415,8 @@ class ParallelHierarchicalTransformer(Summarizer):
 
         The memory also keeps `"cross_caches"`, a list with one dict per
         decoder layer of its cross-attention keys and values
-        (`PHTDecoderLayer.project_memory`: word keys/values [B,P,T,H,Dh],
-        paragraph keys/values [B,P,H,Dh]), projected once; with
+        (`PHTDecoderLayer.project_memory`: word keys/values [B,H,P,T,Dh],
+        paragraph keys/values [B,H,P,Dh]), projected once; with
         `pointer_generator`, also the copy keys (`copy_keys` [B,P,T,D]).
         """
         return self._cache(memory, max_length, 1)

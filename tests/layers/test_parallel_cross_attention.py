@@ -327,10 +327,10 @@ def test_memory_cache_gives_the_numpy_transcription():
     layer = make_layer(inputs)
     cache = layer.project_memory(inputs["word_memory"], inputs["paragraph_memory"])
     assert {key: tuple(value.shape) for key, value in cache.items()} == {
-        "word_key": (B, P, T, H, D // H),
-        "word_value": (B, P, T, H, D // H),
-        "paragraph_key": (B, P, H, D // H),
-        "paragraph_value": (B, P, H, D // H),
+        "word_key": (B, H, P, T, D // H),
+        "word_value": (B, H, P, T, D // H),
+        "paragraph_key": (B, H, P, D // H),
+        "paragraph_value": (B, H, P, D // H),
     }
     cached = dict(
         inputs,
@@ -368,7 +368,7 @@ def test_wrong_memory_cache_raises():
     cache = layer.project_memory(inputs["word_memory"], inputs["paragraph_memory"])
     with pytest.raises(ValueError, match=r"`memory_cache` must be the dict.*project_memory.*\['paragraph_key'\]"):
         layer(**inputs, memory_cache={"paragraph_key": cache["paragraph_key"]})
-    with pytest.raises(ValueError, match=r"memory_cache\['word_key'\].*\(2, 3, 4, 2, 4\).*\(2, 2, 4, 2, 4\)"):
-        layer(**inputs, memory_cache=dict(cache, word_key=cache["word_key"][:, :2]))
-    with pytest.raises(ValueError, match=r"memory_cache\['paragraph_value'\].*rank 4.*\[B,P,H,Dh\]"):
+    with pytest.raises(ValueError, match=r"memory_cache\['word_key'\].*\(2, 2, 3, 4, 4\).*\(2, 2, 2, 4, 4\)"):
+        layer(**inputs, memory_cache=dict(cache, word_key=cache["word_key"][:, :, :2]))
+    with pytest.raises(ValueError, match=r"memory_cache\['paragraph_value'\].*rank 4.*\[B,H,P,Dh\]"):
         layer(**inputs, memory_cache=dict(cache, paragraph_value=cache["paragraph_value"][..., 0]))

@@ -78,7 +78,7 @@ def test_step_reads_the_cross_attention_keys_and_values_from_the_cache():
     memory = model.encode(inputs)
     static, state = model.initial_cache(memory, length)
     assert len(static["cross_caches"]) == model.num_decoder_layers
-    assert tuple(static["cross_caches"][0]["word_key"].shape) == (2, 3, 5, 2, 8)
+    assert tuple(static["cross_caches"][0]["word_key"].shape) == (2, 2, 3, 5, 8)
     static = dict(
         static,
         word_memory=np.zeros((2, 3, 5, 16), "float32"),
