@@ -14,6 +14,7 @@ from keras_hsum.models.compressive_abstractive import CompressiveAbstractive
 from keras_hsum.models.seal import SEAL
 from keras_hsum.models.seal import ExtractiveAbstractive
 from model_test_case import assert_save_reload
+from model_test_case import assert_beam_cache_step_matches_call
 from model_test_case import assert_step_matches_call
 from model_test_case import assert_step_matches_call_in_graph
 from model_test_case import memorize
@@ -250,6 +251,16 @@ def test_seal_step_equals_teacher_forcing_across_segments():
     for index, aux in enumerate(auxes):  # the step's selection is segment index // 3
         np.testing.assert_array_equal(aux["selected_ids"], ids[:, index // 3])
     assert_step_matches_call_in_graph(model, inputs)
+
+
+def test_seal_beam_steps_equal_teacher_forcing_across_segments_under_jit():
+    """K = 2 different targets per example (so each hypothesis re-selects on
+    its own summary at the boundaries 3, 6, 9), the selected snippets' cross
+    keys/values carried in the state and recomputed at the boundaries by
+    `ops.cond`: equal to teacher forcing on the repeated source, eager and
+    jit-compiled (TF XLA / jax.jit)."""
+    model, inputs = changing_seal()
+    assert_beam_cache_step_matches_call(model, inputs, beams=2, atol=1e-5)
 
 
 def test_seal_step_with_tensor_index_uses_cond():
