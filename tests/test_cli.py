@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from keras_hsum.data.corpora import sample_path
 from keras_hsum.data.corpora import sample_tokenizer_path
 from keras_hsum.data.vocabulary import Vocabulary
@@ -21,6 +23,7 @@ def _run(*args, cwd):
     )
 
 
+@pytest.mark.slow  # 85 s under TensorFlow on CI's 2 cores: the slow set
 def test_demo_trains_exports_and_summarizes(tmp_path):
     """The README's main job with a 2-step schedule: a real training run, a
     SavedModel, a summary of a held-out example scored with ROUGE, the

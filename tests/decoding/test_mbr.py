@@ -186,6 +186,7 @@ def test_mis_shaped_arguments_are_named():
             expected_utility(sequences, bad_lengths, bad_scores, eos_id=EOS)
 
 
+@pytest.mark.jax_slow  # 20 s under JAX (compiles whole searches): the slow set's JAX pass
 def test_reranks_a_real_beam_search():
     keras.utils.set_random_seed(0)
     model = FlatTransformer(vocabulary_size=40, hidden_dim=16, num_heads=2, intermediate_dim=32,

@@ -221,6 +221,7 @@ def test_hierarchical_transformer_decodes():
     assert (numpy(out["lengths"])[0] <= 3).all()
 
 
+@pytest.mark.jax_slow  # 43 s under JAX (compiles whole searches): the slow set's JAX pass
 def test_discourse_summarizer_decodes_over_extended_vocabulary():
     keras.utils.set_random_seed(3)
     model = DiscourseSummarizer(vocabulary_size=V, hidden_dim=8, embedding_dim=6, num_oov=3)
@@ -233,6 +234,7 @@ def test_discourse_summarizer_decodes_over_extended_vocabulary():
     # Copying OOV words and the scores: the test below.
 
 
+@pytest.mark.jax_slow  # 38 s under JAX (compiles whole searches): the slow set's JAX pass
 def test_discourse_summarizer_copies_source_oovs_and_scores_them_as_teacher_forcing():
     """With `source_extended_ids`, a copy-leaning model decodes ids >= V (the
     source's OOV words), and every finished hypothesis' log-probability is
@@ -266,6 +268,7 @@ def test_discourse_summarizer_copies_source_oovs_and_scores_them_as_teacher_forc
             np.testing.assert_allclose(log_probs[b, k], expected, atol=1e-4)
 
 
+@pytest.mark.jax_slow  # 57 s under JAX (compiles whole searches): the slow set's JAX pass
 def test_seal_reselects_inside_the_loop():
     keras.utils.set_random_seed(4)
     model = SEAL(vocabulary_size=V, hidden_dim=16, num_heads=2, intermediate_dim=32,
@@ -294,6 +297,7 @@ def test_seal_reselects_inside_the_loop():
         ids = tokens[:, index]
 
 
+@pytest.mark.jax_slow  # 87 s under JAX (compiles whole searches): the slow set's JAX pass
 @pytest.mark.parametrize("family", ["pht", "discourse", "seal"])
 def test_ensemble_of_copies_decodes_as_the_model(family):
     """A `SummarizerEnsemble` of one model three times carries each member's

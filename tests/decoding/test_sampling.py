@@ -249,6 +249,7 @@ def test_samples_carry_their_model_log_probability_and_rank_by_score():
     assert len({tuple(r) for r in sequences[0]}) > 1
 
 
+@pytest.mark.jax_slow  # 22 s under JAX (compiles whole searches): the slow set's JAX pass
 @pytest.mark.parametrize("settings", [{"top_k": 1}, {"epsilon": 0.999}, {"temperature": 1e-3}])
 def test_samples_restricted_to_the_best_token_are_greedy_decoding(settings):
     """top-k = 1 (or an epsilon or temperature that leaves only the argmax):
@@ -311,6 +312,7 @@ def _flat(seed=0):
     return model, inputs
 
 
+@pytest.mark.jax_slow  # 30 s under JAX (compiles whole searches): the slow set's JAX pass
 def test_sample_search_draws_from_a_summarizer_and_mbr_picks_a_sample():
     model, inputs = _flat()
     out = sample_search(model, inputs, num_samples=6, max_length=8, epsilon=0.02,

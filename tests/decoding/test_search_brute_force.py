@@ -92,6 +92,7 @@ def _term_mixes(paragraphs):
     ]
 
 
+@pytest.mark.jax_slow  # 77 s under JAX (compiles whole searches): the slow set's JAX pass
 @pytest.mark.parametrize("mix", range(7))
 def test_early_termination_returns_what_the_full_search_returns(mix):
     """Stopping once no alive beam can beat the finished pool must change

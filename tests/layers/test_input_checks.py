@@ -105,6 +105,7 @@ def test_token_ids_outside_the_vocabulary_are_named():
                              vocabulary_size=7, num_oov=2)  # source ids are never extended
 
 
+@pytest.mark.jax_slow  # 29 s under JAX (compiles whole searches): the slow set's JAX pass
 def test_models_and_searches_refuse_ids_of_another_vocabulary():
     """A batch encoded with a larger vocabulary: ids >= V would give NaN
     logits under JAX (and negative ids wrap around on every backend); each

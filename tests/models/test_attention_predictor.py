@@ -143,6 +143,7 @@ def test_recipe_needs_a_teacher_run(tmp_path):
                             training=False)
 
 
+@pytest.mark.slow  # 19 s under TensorFlow on CI's 2 cores: the slow set
 @pytest.mark.tensorflow_only
 def test_fits_eta_of_eight_real_examples(tmp_path, vocabulary, real_examples):
     import recipes.pht as pht_recipe

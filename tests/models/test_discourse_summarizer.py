@@ -264,6 +264,7 @@ def test_coverage_phase_callback():
     assert float(to_numpy(model.coverage_weight)) == 1.0
 
 
+@pytest.mark.slow  # 67 s under TensorFlow on CI's 2 cores: the slow set
 @pytest.mark.tensorflow_only
 def test_memorizes_eight_real_examples(vocabulary, real_examples):
     import recipes.discourse as recipe

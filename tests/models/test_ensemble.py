@@ -71,6 +71,7 @@ def test_step_and_call_are_the_numpy_mixture(copy):
     assert_step_matches_call_in_graph(ensemble, features)
 
 
+@pytest.mark.jax_slow  # 13 s under JAX (compiles whole searches): the slow set's JAX pass
 def test_one_member_and_equal_members_decode_as_the_member():
     features = inputs()
     model = built(flat(0), features)
@@ -83,6 +84,7 @@ def test_one_member_and_equal_members_decode_as_the_member():
                                    atol=1e-5)
 
 
+@pytest.mark.jax_slow  # 18 s under JAX (compiles whole searches): the slow set's JAX pass
 def test_greedy_follows_the_mixture_not_a_member():
     """Brute force: greedy decoding of the ensemble takes, at each step, the
     argmax of the numpy mixture of the members' own steps on its prefix."""

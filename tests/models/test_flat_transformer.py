@@ -110,6 +110,7 @@ def test_seeding_before_construction_fixes_the_initial_weights():
                for a, b in zip(seeded_before(1), weights(seeded(small_model, 1))))
 
 
+@pytest.mark.slow  # 40 s under TensorFlow on CI's 2 cores: the slow set
 @pytest.mark.tensorflow_only
 def test_memorizes_eight_real_examples(vocabulary, real_examples):
     import recipes.flat as recipe
@@ -169,6 +170,7 @@ def _held_out_accuracy(train, held_out, epochs, vocabulary, **options):
         train, held_out, epochs)
 
 
+@pytest.mark.slow  # 58 s under TensorFlow on CI's 2 cores: the slow set
 def test_copy_learns_to_copy_unseen_sequences_and_the_plain_model_does_not():
     """The pointer-generator's purpose, as a learning property: trained 250
     steps to repeat random token sequences, the copy model repeats sequences
@@ -215,6 +217,7 @@ def test_token_shift_reads_the_previous_real_token():
     np.testing.assert_allclose(actual, expected + sinusoid, atol=1e-5)
 
 
+@pytest.mark.slow  # 47 s under TensorFlow on CI's 2 cores: the slow set
 def test_token_shift_lets_the_copy_model_follow_a_span_and_the_plain_copy_model_does_not():
     """What the shift is for, as a learning property: the target is a span
     cut from the source at a random offset, so after its first token the

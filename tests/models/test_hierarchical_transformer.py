@@ -197,6 +197,7 @@ def test_save_reload(tmp_path):
     assert restored.position_encoding.token_embedding is restored.decoder.token_embedding
 
 
+@pytest.mark.slow  # 24 s under TensorFlow on CI's 2 cores: the slow set
 @pytest.mark.tensorflow_only
 def test_memorizes_eight_real_examples(vocabulary, real_examples):
     import recipes.ht as recipe

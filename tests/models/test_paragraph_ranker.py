@@ -157,6 +157,7 @@ def pairwise_order_accuracy(scores, targets, mask, margin):
     return agree / max(total, 1), total
 
 
+@pytest.mark.slow  # 22 s under TensorFlow on CI's 2 cores: the slow set
 @pytest.mark.tensorflow_only
 def test_memorizes_ranker_target_ordering_of_eight_real_examples(vocabulary, real_examples):
     import keras

@@ -203,6 +203,7 @@ def test_save_reload(tmp_path):
                                to_numpy(model.paragraph_attention(inputs)), atol=1e-6)
 
 
+@pytest.mark.slow  # 41 s under TensorFlow on CI's 2 cores: the slow set
 @pytest.mark.tensorflow_only
 def test_memorizes_eight_real_examples(vocabulary, real_examples):
     import recipes.pht as recipe

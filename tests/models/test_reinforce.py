@@ -120,6 +120,7 @@ def flat_model(seed=0, **options):
                            num_encoder_layers=1, num_decoder_layers=2, dropout=0.0, **options)
 
 
+@pytest.mark.jax_slow  # 72 s under JAX (compiles whole searches): the slow set's JAX pass
 @pytest.mark.parametrize("kind", ["flat", "flat_copy", "pht"])
 def test_teacher_forced_log_probs_equal_the_search_log_probs(kind):
     """The cached, step-by-step path of the search and one teacher-forced
@@ -149,6 +150,7 @@ def test_teacher_forced_log_probs_equal_the_search_log_probs(kind):
     np.testing.assert_allclose(got, numpy(out["log_probs"]), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.jax_slow  # 45 s under JAX (compiles whole searches): the slow set's JAX pass
 def test_the_loss_is_the_reinforce_estimate_from_its_parts():
     model = built(flat_model(), flat_inputs(batch=3))
     inputs = flat_inputs(batch=3)
@@ -176,6 +178,7 @@ def test_the_loss_is_the_reinforce_estimate_from_its_parts():
     assert not np.array_equal(numpy(other), samples)
 
 
+@pytest.mark.jax_slow  # 20 s under JAX (compiles whole searches): the slow set's JAX pass
 def test_compute_loss_mixes_the_terms_while_training_only():
     inputs = flat_inputs()
     labels = np.array([[5, 6, 7, EOS, 0], [8, 9, EOS, 0, 0]], "int32")
@@ -203,6 +206,7 @@ def test_compute_loss_mixes_the_terms_while_training_only():
     assert not np.isclose(mixed, plain)
 
 
+@pytest.mark.jax_slow  # 44 s under JAX (compiles whole searches): the slow set's JAX pass
 def test_each_training_step_draws_new_samples(tmp_path):
     """`fit` mixes a step count into the draws' seed, on either backend
     (JAX traces the step without the optimizer's variables, so there the
@@ -242,6 +246,7 @@ def test_each_training_step_draws_new_samples(tmp_path):
         np.testing.assert_array_equal(numpy(saved), numpy(loaded))
 
 
+@pytest.mark.slow  # 20 s under TensorFlow on CI's 2 cores: the slow set
 def test_training_on_the_reward_alone_raises_the_expected_reward():
     """REINFORCE is a gradient estimate of the expected reward: steps on the
     objective alone (weight 1, no cross-entropy) must raise the mean reward

@@ -507,6 +507,7 @@ def small_config(recipe, **changes):
     return recipe.CONFIGS["tiny"].replace(**sizes)
 
 
+@pytest.mark.slow  # 76 s under TensorFlow on CI's 2 cores: the slow set
 @pytest.mark.tensorflow_only
 @pytest.mark.parametrize("name", ["seal", "extractive_abstractive", "compressive_abstractive"])
 def test_memorizes_eight_real_examples(name, vocabulary, real_examples):

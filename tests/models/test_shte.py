@@ -83,6 +83,7 @@ def test_siamese_branches_share_one_encoder():
     np.testing.assert_allclose(to_numpy(model(same)), hidden @ w2 + b2, atol=1e-5)
 
 
+@pytest.mark.jax_slow  # 22 s under JAX (compiles whole searches): the slow set's JAX pass
 def test_padding_does_not_change_logits_or_scores():
     model = small_model(position_encoding="sentence_and_word")
     inputs = random_inputs(seed=1)
@@ -142,6 +143,7 @@ def test_mean_of_heads_scores_are_the_mean_of_single_head_scores():
     assert not np.allclose(per_head[0], per_head[1])
 
 
+@pytest.mark.jax_slow  # 54 s under JAX (compiles whole searches): the slow set's JAX pass
 @pytest.mark.parametrize("position_encoding", ["none", "sentence", "sentence_and_word"])
 def test_each_position_encoding_builds_and_trains_a_step(position_encoding):
     model = small_model(position_encoding=position_encoding)
@@ -198,6 +200,7 @@ def test_clear_errors():
         small_model(score_head=2)
 
 
+@pytest.mark.slow  # 16 s under TensorFlow on CI's 2 cores: the slow set
 @pytest.mark.tensorflow_only
 def test_memorizes_eight_real_examples_pairs(vocabulary, real_examples):
     import recipes.shte as recipe

@@ -143,6 +143,7 @@ def corpus(tmp_path_factory):
     return data, train_vocabulary(data, str(folder / "vocabulary.model"))
 
 
+@pytest.mark.slow  # 41 s under TensorFlow on CI's 2 cores: the slow set
 def test_training_picks_the_epoch_of_highest_validation_accuracy(corpus, tmp_path):
     data, vocabulary = corpus
     out = new_run_folder(str(tmp_path / "run"), vocabulary)
@@ -175,6 +176,7 @@ def test_training_picks_the_epoch_of_highest_validation_accuracy(corpus, tmp_pat
     assert not same(epoch_checkpoint_name(1), "model.keras")
 
 
+@pytest.mark.slow  # 59 s under TensorFlow on CI's 2 cores: the slow set
 def test_sequence_level_training_logs_rewards_and_keeps_the_best_reward(corpus, tmp_path):
     data, vocabulary = corpus
     out = new_run_folder(str(tmp_path / "run"), vocabulary)

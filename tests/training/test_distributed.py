@@ -168,6 +168,7 @@ def test_mirrored_keeps_the_best_accuracy_as_fit_does(one_device_and_mirrored):
     assert best["mirrored"]["epoch"] == best["default"]["epoch"]
 
 
+@pytest.mark.slow  # 49 s under TensorFlow on CI's 2 cores: the slow set
 def test_mirrored_run_with_dropout_resumes_to_the_uninterrupted_weights(corpus):
     """Dropout 0.3 under the mirrored loop: a run stopped after step 4 (inside
     its second epoch) and run again ends with the weights of a run that was

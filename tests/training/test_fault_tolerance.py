@@ -155,6 +155,7 @@ sys.exit(cli.main(sys.argv[1:]))
 """
 
 
+@pytest.mark.slow  # 36 s under TensorFlow on CI's 2 cores: the slow set
 def test_kill_during_validation_resumes_and_validates_that_epoch(corpus, tmp_path):
     data, vocabulary = corpus
     out = new_run_folder(tmp_path / "run", vocabulary)
@@ -174,6 +175,7 @@ def test_kill_during_validation_resumes_and_validates_that_epoch(corpus, tmp_pat
     _check_complete(out, EPOCHS)
 
 
+@pytest.mark.slow  # 37 s under TensorFlow on CI's 2 cores: the slow set
 def test_resume_refuses_another_config_but_trains_more_epochs(corpus, tmp_path):
     data, vocabulary = corpus
     out = new_run_folder(tmp_path / "run", vocabulary)
@@ -222,6 +224,7 @@ def test_resume_refuses_another_config_but_trains_more_epochs(corpus, tmp_path):
     assert seconds[0] == first_seconds and seconds[1] > first_seconds
 
 
+@pytest.mark.slow  # 37 s under TensorFlow on CI's 2 cores: the slow set
 def test_time_budget_stops_inside_an_epoch_and_a_resumed_run_completes_it(corpus, tmp_path):
     data, vocabulary = corpus
     out = new_run_folder(tmp_path / "budget", vocabulary)
@@ -250,6 +253,7 @@ def test_time_budget_stops_inside_an_epoch_and_a_resumed_run_completes_it(corpus
     assert optimizer_iterations(os.path.join(out, "backup", "backup.weights.h5")) == STEPS_PER_EPOCH
 
 
+@pytest.mark.slow  # 17 s under TensorFlow on CI's 2 cores: the slow set
 def test_nan_loss_stops_with_the_step_and_keeps_the_last_good_backup(corpus, tmp_path):
     data, vocabulary = corpus
     out = new_run_folder(tmp_path / "nan", vocabulary)
@@ -300,6 +304,7 @@ def source_and_fresh(corpus, tmp_path_factory):
     return source, fresh
 
 
+@pytest.mark.slow  # 73 s under TensorFlow on CI's 2 cores: the slow set
 def test_init_from_warm_starts_from_another_runs_vocabulary_and_weights(
     corpus, source_and_fresh, tmp_path
 ):

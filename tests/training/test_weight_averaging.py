@@ -177,6 +177,7 @@ def _saved_trainable(path, like):
     return weights
 
 
+@pytest.mark.slow  # 79 s under TensorFlow on CI's 2 cores: the slow set
 def test_checkpoints_hold_the_numpy_average_of_the_training_weights(runs):
     out = runs["averaged"]
     averages, steps = _numpy_averages(out)
