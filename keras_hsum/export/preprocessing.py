@@ -446,11 +446,19 @@ class TextStructurer(tf.Module):
             `(text, paragraph)`: tf.string [S] and the paragraph each
             sentence comes from, int32 [S], in reading order.
         """
-        chunks, begins, ends = tf_text.regex_split_with_offsets(
-            paragraphs, self._space_pattern, ""
+        # The whitespace runs are kept as pieces of their own, so that a
+        # sentence's text is the join of its pieces: one pass over the
+        # paragraph (a substring of the paragraph per sentence would copy
+        # the whole paragraph once per sentence, quadratic in its length).
+        pieces = tf_text.regex_split(
+            paragraphs, self._space_pattern, self._space_pattern
         )
-        values = chunks.flat_values
-        row = tf.cast(chunks.value_rowids(), tf.int32)
+        piece_values = pieces.flat_values
+        is_chunk = ~tf.strings.regex_full_match(
+            piece_values, self._space_pattern
+        )
+        values = tf.boolean_mask(piece_values, is_chunk)
+        row = tf.boolean_mask(tf.cast(pieces.value_rowids(), tf.int32), is_chunk)
         count = tf.shape(values)[0]
         last = tf.concat([row[1:] != row[:-1], tf.ones([tf.minimum(count, 1)], tf.bool)], 0)
         ends_sentence = tf.strings.regex_full_match(values, self._ends_pattern)
@@ -483,11 +491,26 @@ class TextStructurer(tf.Module):
             [tf.ones([tf.minimum(count, 1)], tf.bool), boundary[:-1] | last[:-1]], 0
         )
         sentence = tf.cumsum(tf.cast(first, tf.int32)) - 1
-        begin = tf.math.segment_min(begins.flat_values, sentence)
-        end = tf.math.segment_max(ends.flat_values, sentence)
+        num_sentences = tf.maximum(tf.reduce_max(sentence) + 1, 0)
         paragraph = tf.math.segment_min(row, sentence)
-        text = tf.strings.substr(
-            tf.gather(paragraphs, paragraph), begin, end - begin, unit="BYTE"
+        # A whitespace piece belongs to a sentence when the chunks on both
+        # sides of it do; leading, trailing and between-sentence runs do not.
+        before = tf.cumsum(tf.cast(is_chunk, tf.int32)) - 1  # last chunk so far
+        padded_sentence = tf.concat([[-1], sentence, [-1]], 0)
+        previous_sentence = tf.gather(padded_sentence, before + 1)
+        next_sentence = tf.gather(
+            padded_sentence, before + 1 + tf.cast(~is_chunk, tf.int32)
+        )
+        inside = is_chunk | (
+            tf.equal(previous_sentence, next_sentence) & (previous_sentence >= 0)
+        )
+        text = tf.strings.reduce_join(
+            tf.RaggedTensor.from_value_rowids(
+                tf.boolean_mask(piece_values, inside),
+                tf.boolean_mask(previous_sentence, inside),
+                nrows=num_sentences,
+            ),
+            axis=1,
         )
         return text, paragraph
 
