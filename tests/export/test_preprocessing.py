@@ -601,3 +601,38 @@ def test_recipe_config_passes_resplit_sentences(value, vocabulary, monkeypatch):
         with pytest.raises(Captured):
             recipes.get(name).make_dataset(config, [], vocabulary, training=True)
         assert list(seen.values()) == [value], (name, seen)
+
+
+def test_one_long_paragraph_is_structured_as_in_python(real_examples, vocabulary):
+    """A ~30 KB document without a blank line (one paragraph of ~200
+    sentences, runs of spaces and tabs inside its sentences): every
+    sentence's text and every family's features equal the Python pipeline's
+    (the structurer's time on such text is benchmarked, not tested:
+    benchmarks/data_pipeline.py --structurer)."""
+    from keras_hsum.data.sentences import split_sentences
+
+    sentences = [
+        s for e in real_examples("qmsum_general", "val") for s in e.sentences()
+    ]
+    pieces = []
+    for i, sentence in enumerate(sentences):
+        if i % 7 == 0:  # whitespace runs inside a sentence are kept
+            sentence = sentence.replace(" ", ("  ", "\t", " \t ")[i % 3], 1)
+        pieces.append(sentence + ("\n" if i % 5 == 0 else " "))
+        if sum(len(p.encode("utf-8")) for p in pieces) >= 30_000:
+            break
+    text = "".join(pieces)
+    assert "\n\n" not in text
+    every = TextStructurer(vocabulary.proto, "sentences", 2048, 512)
+    row = every(tf.constant([[text]]))["unit_texts"].numpy()[0]
+    paragraph = " ".join(line.strip() for line in text.split("\n") if line.strip())
+    expected = [s for s in split_sentences(paragraph) if vocabulary.encode(s)]
+    assert len(expected) > 150
+    assert [t.decode() for t in row if t] == expected
+    assert any("\t" in s for s in expected) and any("  " in s for s in expected)
+    for recipe in ("pht", "seal", "discourse", "flat"):  # the other families
+        options = recipe_options(recipe)
+        structurer = TextStructurer(vocabulary.proto, **options)
+        got = graph_features(structurer, [([text], "A title", "")])
+        expected = python_features([text], "A title", "", vocabulary, options)
+        assert not differences(expected, {k: v[0] for k, v in got.items()}), recipe
