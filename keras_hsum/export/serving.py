@@ -52,6 +52,77 @@ EMPTY_INPUT_ERROR = (
 EMPTY_DOCUMENT_ERROR = (
     "empty input: `document` holds no sentence; send a non-empty UTF-8 string."
 )
+# The most bytes of text one row of a request may hold (`max_request_bytes`).
+DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
+
+
+def require_rank(tensor, rank, name, shape):
+    """`tensor`, refused at run time unless it has `rank` dimensions.
+
+    A signature's `TensorSpec([None, None])` is only a declaration: a loaded
+    SavedModel's signature (and TF Serving) feeds a tensor of any rank to
+    the graph, whose ops then read it as if it had the declared one (a
+    [B,D,E] `documents` would be summarized). The rank is computed from
+    `tf.shape` at run time, in a form that graph optimisation cannot fold
+    into the declared rank (`tf.rank` of a [None, None] tensor is the
+    constant 2), and checked before anything reads the tensor; the
+    `EnsureShape` after it is the graph's own check, in case an optimiser
+    ever removes the first.
+
+    Args:
+        tensor: the signature's input.
+        rank: the rank it must have.
+        name: its name in the signature, for the message.
+        shape: its documented shape, e.g. "[B, D] (batch, documents)".
+
+    Returns:
+        `tensor` (after the check).
+
+    Raises:
+        tf.errors.InvalidArgumentError (when run): another rank; the
+        message names the expected shape and the received rank.
+    """
+    received = tf.reduce_sum(tf.cast(tf.shape(tensor) >= 0, tf.int32))
+    check = tf.debugging.Assert(
+        tf.equal(received, rank),
+        [
+            f"`{name}` must be tf.string {shape}, of rank {rank}; received a "
+            "tensor of rank",
+            received,
+            f"(send one row per example{', one string per document' if rank == 2 else ''}).",
+        ],
+    )
+    with tf.control_dependencies([check]):
+        tensor = tf.identity(tensor)
+    return tf.ensure_shape(tensor, [None] * rank)
+
+
+def request_too_large_error(row_bytes, max_request_bytes):
+    """The error of rows over the cap: tf.string [B] ("" for the others).
+
+    Args:
+        row_bytes: int64 [B], bytes of text in each row of the request.
+        max_request_bytes: the cap.
+    """
+    message = (
+        "request too large: this row holds "
+        + tf.strings.as_string(row_bytes)
+        + f" bytes of text, over this model's cap of {max_request_bytes} bytes "
+        "per row (set by `keras-hsum export --max-request-bytes`); send a "
+        "shorter text or split it over several rows."
+    )
+    return tf.where(row_bytes > max_request_bytes, message, tf.constant(""))
+
+
+def row_bytes(*texts):
+    """Bytes of text per row: int64 [B], summed over `texts` (tf.string [B,...])."""
+    total = 0
+    for text in texts:
+        lengths = tf.cast(tf.strings.length(text, unit="BYTE"), tf.int64)
+        if text.shape.rank > 1:
+            lengths = tf.reduce_sum(lengths, axis=list(range(1, text.shape.rank)))
+        total = total + lengths
+    return total
 
 
 def _normalised(weights, axis):
@@ -290,6 +361,10 @@ class SearchOptions:
         return dataclasses.asdict(self)
 
 
+def _documents_input(documents):
+    return require_rank(documents, 2, "documents", "[B, D] (batch, documents)")
+
+
 class SummarizerModule(tf.Module):
     """Serving module of an abstractive recipe: raw text in, summary out.
 
@@ -304,7 +379,10 @@ class SummarizerModule(tf.Module):
     Inputs: `documents` tf.string [B,None] (one string per input document,
     paragraphs separated by blank lines, sections by a `===` line, "" pads
     rows with fewer documents); `title`, `query` tf.string [B]. Invalid UTF-8 bytes are
-    replaced by U+FFFD before anything else.
+    replaced by U+FFFD before anything else. An input of another rank is
+    refused (InvalidArgumentError naming the expected shape and the
+    received rank), although the signature declares the shape: loaded
+    signatures and TF Serving do not check it.
 
     Outputs (a dict, the signature's output names): `summary` tf.string
     [B], `score` float32 [B] (the search's final score of the best beam),
@@ -314,7 +392,9 @@ class SummarizerModule(tf.Module):
     it indexes), `summary_ids` int32 [B,L], `summary_tokens` tf.string
     [B,L], `token_attention` float32 [B,L,P] (per output token, for
     heatmaps), `error` tf.string [B] ("" when the row was summarised; a
-    message, with summary "" and score 0, when it held no text). SEAL adds
+    message, with summary "" and score 0, when it held no text or more
+    than `max_request_bytes`: such a row is not read, the other rows of
+    the request are summarized). SEAL adds
     `selected_snippet_ids` int32 [B,M,P'] and `selected_snippets` tf.string
     [B,M,P'] (the snippets selected for each of the M decoded segments);
     with a PHT `predictor`, `predicted_attention` float32 [B,P] (η̂).
@@ -332,15 +412,23 @@ class SummarizerModule(tf.Module):
             attention-alignment score term).
         jit_compile: compile the encoder + search with XLA (the string
             preprocessing always runs outside XLA).
+        max_request_bytes: the most bytes of text one row may hold (its
+            documents, title and query together; default 4 MiB); a row
+            over it gets the `error` "request too large: ..." and is not
+            structured. None: no cap.
         name: module name.
     """
 
     def __init__(self, model, structurer, search, *, predictor=None,
-                 jit_compile=False, name="summarizer"):
+                 jit_compile=False, max_request_bytes=DEFAULT_MAX_REQUEST_BYTES,
+                 name="summarizer"):
         super().__init__(name=name)
         self.model = model
         self.structurer = structurer
         self.predictor = predictor
+        self.max_request_bytes = check_int(
+            "max_request_bytes", max_request_bytes, allow_none=True
+        )
         self._search_fn = search
         self.segment_length = getattr(model, "segment_length", None)
         self.pad_id = int(getattr(model, "pad_id", 0))
@@ -367,6 +455,21 @@ class SummarizerModule(tf.Module):
     def summarize(self, documents, title=None, query=None):
         """documents tf.string [B,None] (+ title/query [B]) → the outputs
         documented in the class docstring. Callable eagerly or in a graph."""
+        if isinstance(documents, tf.RaggedTensor):
+            documents = documents.to_tensor(default_value="")
+        documents = tf.convert_to_tensor(documents, tf.string)
+        over = None
+        if self.max_request_bytes is not None:
+            # Rows over the cap are emptied before the structurer reads them.
+            context = [tf.convert_to_tensor(t, tf.string) for t in (title, query)
+                       if t is not None]
+            size = row_bytes(documents, *context)
+            over = size > self.max_request_bytes
+            documents = tf.where(over[:, None], tf.constant(""), documents)
+            if title is not None:
+                title = tf.where(over, tf.constant(""), title)
+            if query is not None:
+                query = tf.where(over, tf.constant(""), query)
         # The structurer replaces invalid UTF-8 by U+FFFD itself.
         features = self.structurer(documents, title=title, query=query)
         numeric = {
@@ -388,6 +491,11 @@ class SummarizerModule(tf.Module):
             outputs["selected_snippets"] = texts
         if "predicted_attention" in result:
             outputs["predicted_attention"] = result["predicted_attention"]
+        if over is not None:
+            outputs["error"] = tf.where(
+                over, request_too_large_error(size, self.max_request_bytes),
+                outputs["error"],
+            )
         return outputs
 
     @tf.function(
@@ -395,7 +503,7 @@ class SummarizerModule(tf.Module):
     )
     def serving_default(self, documents):
         """documents tf.string [B,None] → summary, score, paragraph_attention, ..."""
-        return self.summarize(documents)
+        return self.summarize(_documents_input(documents))
 
     @tf.function(
         input_signature=[
@@ -407,7 +515,11 @@ class SummarizerModule(tf.Module):
     def summarize_with_context(self, documents, title, query):
         """documents [B,None], title [B], query [B] ("" = none) → as
         `serving_default`."""
-        return self.summarize(documents, title=title, query=query)
+        return self.summarize(
+            _documents_input(documents),
+            title=require_rank(title, 1, "title", "[B]"),
+            query=require_rank(query, 1, "query", "[B]"),
+        )
 
     def signatures(self):
         """`{name: concrete function}` to pass to `tf.saved_model.save`."""
@@ -415,6 +527,10 @@ class SummarizerModule(tf.Module):
             DEFAULT_SIGNATURE: self.serving_default.get_concrete_function(),
             CONTEXT_SIGNATURE: self.summarize_with_context.get_concrete_function(),
         }
+
+
+def _document_input(document):
+    return require_rank(document, 1, "document", "[B] (one document per row)")
 
 
 class ExtractorModule(tf.Module):
@@ -437,13 +553,22 @@ class ExtractorModule(tf.Module):
         structurer: a `TextStructurer` of the "sentences" family.
         k: sentences to extract (3 in the paper).
         jit_compile: compile the encoder with XLA.
+        max_request_bytes: the most bytes one `document` may hold (default
+            4 MiB); a longer one gets the `error` "request too large: ..."
+            and is not structured. None: no cap.
+
+    A `document` of another rank than 1 is refused (InvalidArgumentError).
     """
 
-    def __init__(self, model, structurer, *, k=3, jit_compile=False, name="extractor"):
+    def __init__(self, model, structurer, *, k=3, jit_compile=False,
+                 max_request_bytes=DEFAULT_MAX_REQUEST_BYTES, name="extractor"):
         super().__init__(name=name)
         self.model = model
         self.structurer = structurer
         self.k = int(k)
+        self.max_request_bytes = check_int(
+            "max_request_bytes", max_request_bytes, allow_none=True
+        )
         self.score_sentences = tf.function(self._extract, jit_compile=jit_compile)
 
     def _extract(self, inputs):
@@ -457,6 +582,11 @@ class ExtractorModule(tf.Module):
     def extract_all(self, document):
         """document tf.string [B] → every output of both signatures."""
         document = tf.convert_to_tensor(document, tf.string)
+        too_large = tf.fill(tf.shape(document), "")
+        if self.max_request_bytes is not None:
+            size = row_bytes(document)
+            too_large = request_too_large_error(size, self.max_request_bytes)
+            document = tf.where(size > self.max_request_bytes, tf.constant(""), document)
         features = self.structurer(document[:, None])
         numeric = {
             key: value for key, value in features.items() if value.dtype != tf.string
@@ -477,20 +607,23 @@ class ExtractorModule(tf.Module):
             "indices": indices,
             "extracted": extracted,
             "scores": result["scores"],
-            "error": tf.where(valid, tf.constant(""), tf.constant(EMPTY_DOCUMENT_ERROR)),
+            "error": tf.where(
+                tf.not_equal(too_large, ""), too_large,
+                tf.where(valid, tf.constant(""), tf.constant(EMPTY_DOCUMENT_ERROR)),
+            ),
         }
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="document")])
     def serving_default(self, document):
         """document [B] → sentences, sentence_scores, summary, indices, scores, error."""
-        outputs = self.extract_all(document)
+        outputs = self.extract_all(_document_input(document))
         outputs.pop("extracted")
         return outputs
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="document")])
     def extract(self, document):
         """document [B] → summary, indices, extracted, scores, error."""
-        outputs = self.extract_all(document)
+        outputs = self.extract_all(_document_input(document))
         return {
             key: outputs[key]
             for key in ("summary", "indices", "extracted", "scores", "error")

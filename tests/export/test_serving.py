@@ -24,6 +24,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RUNNER = os.path.join(HERE, "run_saved_model.py")
 BEAM_SIZE = 3
 MAX_LENGTH = 12
+# The fixture's export caps a row at 64 KiB (the default is 4 MiB).
+MAX_REQUEST_BYTES = 64 * 1024
 
 
 def run_saved_model(path, requests, tmp_path, tensorflow_text=False):
@@ -140,6 +142,7 @@ def pht(tmp_path_factory, vocabulary, real_examples):
     module = SummarizerModule(
         model, structurer,
         SearchOptions(beam_size=BEAM_SIZE, max_length=MAX_LENGTH, block_ngrams=3),
+        max_request_bytes=MAX_REQUEST_BYTES,
     )
     path = export_saved_model(module, root / "pht")
     # A run folder as `keras-hsum train` writes it, for the CLI tests.
@@ -158,6 +161,9 @@ def pht(tmp_path_factory, vocabulary, real_examples):
     oversized = "\n\n".join(
         " ".join(words[i: i + 60]) for i in range(0, min(len(words), limit_words), 60)
     )
+    # One paragraph without a blank line, over the cap by its documents alone,
+    # and a short title and query.
+    over_cap = (long_text + " ") * (MAX_REQUEST_BYTES // len(long_text.encode()) + 1)
     invalid = base64.b64encode(b"Caf\xc3 au lait \xff\xfe is served. It is hot.").decode()
     requests = [
         {"signature": "serving_default", "inputs": {"documents": documents}},
@@ -178,6 +184,17 @@ def pht(tmp_path_factory, vocabulary, real_examples):
         # the process goes on serving the next one
         {"signature": "serving_default", "inputs": {"documents": [["One. Two."], ["a", "b"]]}},
         {"signature": "serving_default", "inputs": {"documents": [["One. Two."]]}},
+        # a row over the export's byte cap, beside rows under it
+        {"signature": "summarize_with_context",
+         "inputs": {"documents": padded([documents[0], [over_cap[:40_000], over_cap[40_000:]]]),
+                    "title": [titles[0], "A title"], "query": [queries[0], ""]}},
+        # documents of another rank than [B, D]
+        {"signature": "serving_default", "inputs": {"documents": [documents]}},
+        {"signature": "summarize_with_context",
+         "inputs": {"documents": documents[0], "title": titles, "query": queries}},
+        {"signature": "summarize_with_context",
+         "inputs": {"documents": documents, "title": [titles], "query": queries}},
+        {"signature": "serving_default", "inputs": {"documents": [["One. Two."]]}},
     ]
     tmp = tmp_path_factory.mktemp("run_saved_model")
     results, leaked = run_saved_model(path, requests, tmp)
@@ -186,6 +203,7 @@ def pht(tmp_path_factory, vocabulary, real_examples):
         "root": root, "run": run, "expected": expected,
         "expected_context": expected_context, "results": results,
         "leaked": leaked, "oversized_words": len(oversized.split()),
+        "over_cap_bytes": len(over_cap.encode("utf-8")),
     }
 
 
@@ -351,3 +369,34 @@ def test_seal_segment_outputs_pick_the_selection_at_each_segment_start():
     )
     np.testing.assert_array_equal(ids.numpy(), [[[1, 0], [2, -1], [-1, -1]]])
     assert snippet_texts.numpy().tolist() == [[[b"b", b"a"], [b"c", b""], [b"", b""]]]
+
+
+def test_a_row_over_the_byte_cap_gets_an_error_the_others_their_summaries(pht):
+    capped = pht["results"][10]
+    assert "__error__" not in capped, capped.get("__error__")
+    # row 0 is the first example, as summarized alone with its title/query
+    assert capped["summary"][0] == pht["expected_context"]["summary"][0]
+    assert capped["error"][0] == b""
+    size = pht["over_cap_bytes"] + len(b"A title")
+    assert size > MAX_REQUEST_BYTES
+    assert capped["summary"][1] == b"" and capped["score"][1] == 0.0
+    error = capped["error"][1].decode()
+    assert error.startswith("request too large")
+    assert f"holds {size} bytes" in error and f"cap of {MAX_REQUEST_BYTES} bytes" in error
+    assert "--max-request-bytes" in error
+    assert np.all(capped["paragraphs"][1] == b"")  # the row was not read
+
+
+def test_inputs_of_another_rank_are_refused_with_the_expected_shape(pht):
+    rank3, rank1, title_rank2, after = pht["results"][11:15]
+    for result, name, shape, rank in (
+        (rank3, "documents", "[B, D] (batch, documents)", 3),
+        (rank1, "documents", "[B, D] (batch, documents)", 1),
+        (title_rank2, "title", "[B]", 2),
+    ):
+        error = str(result.get("__error__"))
+        assert "InvalidArgumentError" in error, error
+        assert f"`{name}` must be tf.string {shape}" in error, error
+        assert f"received a tensor of rank] [{rank}]" in error, error
+    # the process goes on serving
+    assert "__error__" not in after and after["summary"][0] != b""
