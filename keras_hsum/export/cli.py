@@ -3,6 +3,7 @@
     keras-hsum export --run runs/pht --out saved_models/pht
         [--predictor-run runs/pht_predictor] [--version N] [--beam-size K]
         [--max-length L] [--block-ngrams 3] [--serving-root /models]
+        [--max-request-bytes N]
     keras-hsum summarize --model saved_models/pht/1 input.jsonl|input.txt
         [--explain out.png] [--batch-size 8] [--jsonl]
 
@@ -135,9 +136,10 @@ def build_structurer(recipe, recipe_name, config, vocabulary):
 
 
 def build_module(model, structurer, *, search=None, predictor=None, k=3,
-                 jit_compile=False):
+                 jit_compile=False, max_request_bytes=None):
     """The serving module for `model`: `ExtractorModule` for SHTE, else
-    `SummarizerModule`.
+    `SummarizerModule` (`max_request_bytes`: their cap on the bytes of one
+    row; None: the modules' default).
 
     Raises:
         ValueError: the model does not summarize (a ranker or predictor).
@@ -147,8 +149,13 @@ def build_module(model, structurer, *, search=None, predictor=None, k=3,
     from keras_hsum.models import SHTE
     from keras_hsum.models import Summarizer
 
+    from keras_hsum.export.serving import DEFAULT_MAX_REQUEST_BYTES
+
+    if max_request_bytes is None:
+        max_request_bytes = DEFAULT_MAX_REQUEST_BYTES
     if isinstance(model, SHTE):
-        return ExtractorModule(model, structurer, k=k, jit_compile=jit_compile)
+        return ExtractorModule(model, structurer, k=k, jit_compile=jit_compile,
+                               max_request_bytes=max_request_bytes)
     if not isinstance(model, Summarizer):
         raise ValueError(
             f"{type(model).__name__} does not produce summaries, so it has no "
@@ -156,7 +163,8 @@ def build_module(model, structurer, *, search=None, predictor=None, k=3,
             "(e.g. a `pht` run with --predictor-run for an AttentionPredictor)."
         )
     return SummarizerModule(
-        model, structurer, search, predictor=predictor, jit_compile=jit_compile
+        model, structurer, search, predictor=predictor, jit_compile=jit_compile,
+        max_request_bytes=max_request_bytes,
     )
 
 
@@ -165,7 +173,7 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
                block_recent=0, recent_exceptions=(), alignment_beta=0.8,
                serving_root="/models",
                jit_compile=False, block_unknown=True, extract_sentences=None,
-               checkpoint="last", mbr=False, sampling=None):
+               checkpoint="last", mbr=False, sampling=None, max_request_bytes=None):
     """Exports a trained run as `<out>/<version>/` (see `keras-hsum export`).
 
     Args:
@@ -197,14 +205,26 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
         sampling: None (beam search), or a dict of `Sampling`'s settings
             (`temperature`, `top_k`, `top_p`, `epsilon`, `seed`): draw
             `beam_size` samples instead (`SearchOptions.sampling`).
+        max_request_bytes: the most bytes of text one row of a request may
+            hold (documents, title and query; default
+            `serving.DEFAULT_MAX_REQUEST_BYTES`, 4 MiB); a row over it gets
+            the `error` output "request too large: ..." without being
+            read. Recorded in the version's keras_hsum.json.
 
     Returns:
         The version folder written.
     """
+    from keras_hsum.checks import check_int
+    from keras_hsum.export.serving import DEFAULT_MAX_REQUEST_BYTES
     from keras_hsum.export.serving import SearchOptions
     from keras_hsum.export.serving import export_saved_model
     from keras_hsum.models import SHTE
 
+    if max_request_bytes is None:
+        max_request_bytes = DEFAULT_MAX_REQUEST_BYTES
+    max_request_bytes = check_int(
+        "max_request_bytes", max_request_bytes, owner="--max-request-bytes"
+    )
     name, recipe, config, model, vocabulary = load_run(run, checkpoint)
     structurer, options = build_structurer(recipe, name, config, vocabulary)
     predictor = None
@@ -240,7 +260,7 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
     module = build_module(
         model, structurer, search=search, predictor=predictor,
         k=extract_sentences or getattr(config, "extract_sentences", 3),
-        jit_compile=jit_compile,
+        jit_compile=jit_compile, max_request_bytes=max_request_bytes,
     )
     metadata = {
         "recipe": name,
@@ -255,6 +275,7 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
         "search": None if isinstance(model, SHTE) else search.to_dict(),
         "recent_exception_pieces": list(recent_exceptions),
         "jit_compile": bool(jit_compile),
+        "max_request_bytes": max_request_bytes,
     }
     return export_saved_model(
         module, out, version=version, metadata=metadata, serving_root=serving_root
@@ -283,6 +304,7 @@ def _export(args):
             extract_sentences=args.extract_sentences,
             checkpoint=args.checkpoint, mbr=args.mbr,
             sampling=sampling if args.sample else None,
+            max_request_bytes=args.max_request_bytes,
         )
     except (ValueError, OSError) as error:
         print(f"keras-hsum export: error: {error}", file=sys.stderr)
@@ -532,6 +554,12 @@ def add_parsers(subparsers):
     export.add_argument(
         "--jit-compile", action="store_true",
         help="XLA-compile the encoder and beam search inside the SavedModel",
+    )
+    export.add_argument(
+        "--max-request-bytes", type=positive_int, default=None, metavar="N",
+        help="the most bytes of text one row of a request may hold (its "
+        "documents, title and query; default 4 MiB = 4194304); a row over it "
+        "gets the 'error' output, the request's other rows their summaries",
     )
     export.set_defaults(handler=_export)
 

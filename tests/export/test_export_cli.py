@@ -88,16 +88,35 @@ def test_export_writes_version_metadata_and_models_config(exported, pht_run):
     assert metadata["checkpoint"] == "last"
     assert metadata["search"]["max_length"] == 8  # max_target_length - 1
     assert metadata["structure_options"]["family"] == "paragraphs"
+    assert metadata["max_request_bytes"] == 4 * 1024 * 1024  # the default cap
     config = (exported.parent / "models.config").read_text()
     assert 'name: "pht"' in config and 'base_path: "/models/pht"' in config
 
 
 def test_export_again_writes_the_next_version(exported, pht_run):
+    """Version 2 also caps a row at 1 MB (--max-request-bytes): the cap is
+    recorded with the export and served by it."""
+    import tensorflow as tf
+
+    from keras_hsum.export.serving import read_metadata
+
     assert run_command("export", "--run", pht_run, "--out", exported,
-                       "--beam-size", "1", "--serving-root", "") == 0
+                       "--beam-size", "1", "--serving-root", "",
+                       "--max-request-bytes", 1_000_000) == 0
     assert sorted(os.listdir(exported)) == ["1", "2"]
     config = (exported.parent / "models.config").read_text()
     assert f'base_path: "{os.path.abspath(exported)}"' in config
+    assert read_metadata(exported / "2")["max_request_bytes"] == 1_000_000
+    loaded = tf.saved_model.load(str(exported / "2"))
+    big = "The committee met again. " * 40_001  # 1,000,025 bytes, no blank line
+    outputs = loaded.signatures["serving_default"](
+        documents=tf.constant([["The budget rose. Costs fell."], [big]])
+    )
+    error = [e.decode() for e in outputs["error"].numpy()]
+    assert error[0] == "" and outputs["summary"].numpy()[0] != b""
+    assert error[1].startswith("request too large")
+    assert "holds 1000025 bytes" in error[1] and "cap of 1000000 bytes" in error[1]
+    assert outputs["summary"].numpy()[1] == b""
 
 
 def test_summarize_text_and_jsonl_with_explain(exported, tmp_path, capsys, real_examples):
