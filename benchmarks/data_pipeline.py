@@ -19,12 +19,22 @@ compiled with Adam and stepped with `train_on_batch`. The ratio is pipeline
 batches/s ÷ training steps/s. Replace the stand-in by the tiny recipes once
 they exist.
 
+`--structurer` times the serving side instead: the in-graph
+`keras_hsum.export.preprocessing.TextStructurer` on ONE document without a
+blank line (one paragraph) of 100 KB, 300 KB and 1 MB, built from the
+bundled real text, for the families the recipes serve, and prints
+time(1 MB) / time(100 KB): linear time gives 10×, the target is ≤ 15×
+(issue 46: it was quadratic, 26.9 s at 1 MB). The same 1 MB cut into
+~1 KB paragraphs is timed beside it.
+
 Usage (from the repository root):
     python benchmarks/data_pipeline.py --quick          # smoke test, < 1 min
     python benchmarks/data_pipeline.py                  # full corpora
     python benchmarks/data_pipeline.py --datasets scisummnet --max-examples 100
+    python benchmarks/data_pipeline.py --structurer     # ~1 min
 
-Writes `benchmarks/results/data_pipeline[_quick].json` and `.md`.
+Writes `benchmarks/results/data_pipeline[_quick].json` and `.md`
+(`data_pipeline_structurer.json` and `.md` with `--structurer`).
 """
 
 import argparse
@@ -229,6 +239,136 @@ def measure_training(path, vocabulary, family, setting, args):
     }
 
 
+# --structurer: request sizes (bytes of one document) and the recipes whose
+# structure options are timed (one per family they serve).
+STRUCTURER_SIZES = (100_000, 300_000, 1_000_000)
+STRUCTURER_RECIPES = ("pht", "seal", "discourse", "shte", "flat")
+
+
+def _size_label(size):
+    return f"{size // 1_000_000} MB" if size >= 1_000_000 else f"{size // 1000} KB"
+
+
+def _one_paragraph(sentences, size):
+    """Sentences joined by single spaces (no blank line), cut to `size`
+    bytes at a space: one paragraph."""
+    text, total, i = [], 0, 0
+    while total < size:
+        sentence = sentences[i % len(sentences)]
+        text.append(sentence)
+        total += len(sentence.encode("utf-8")) + 1
+        i += 1
+    joined = " ".join(text).encode("utf-8")[:size]
+    return joined[: joined.rfind(b" ")].decode("utf-8")
+
+
+def _as_paragraphs(text, every=1000):
+    """`text` with a blank line after the first space past every `every` bytes."""
+    pieces, start = [], 0
+    while start < len(text):
+        cut = text.find(" ", start + every)
+        cut = len(text) if cut < 0 else cut
+        pieces.append(text[start:cut].strip())
+        start = cut + 1
+    return "\n\n".join(p for p in pieces if p)
+
+
+def measure_structurer(args):
+    """Seconds of `TextStructurer` per one-paragraph document size, per recipe.
+
+    The structurer is traced once on a short request first; each size is
+    timed `args.structurer_repeats` times and the fastest run kept.
+    """
+    import recipes
+    from keras_hsum.data.corpora import sample_path
+    from keras_hsum.data.corpora import sample_tokenizer_path
+    from keras_hsum.export.preprocessing import TextStructurer
+
+    vocabulary = Vocabulary.load(sample_tokenizer_path())
+    examples = read_examples(sample_path("qmsum_general", "train"))
+    sentences = [s for example in examples for s in example.sentences()]
+    texts = {size: _one_paragraph(sentences, size) for size in STRUCTURER_SIZES}
+    largest = max(STRUCTURER_SIZES)
+    rows = []
+    for name in args.structurer_recipes:
+        options = recipes.get(name).structure_options(recipes.config(name, "tiny"))
+        structurer = TextStructurer(vocabulary.proto, **options)
+        structurer(tf.constant([["Warm up. It traces the graph."]]))
+
+        def seconds(text):
+            best = math.inf
+            for _ in range(args.structurer_repeats):
+                start = time.perf_counter()
+                structurer(tf.constant([[text]]))["tokens"].numpy()
+                best = min(best, time.perf_counter() - start)
+            return best
+
+        times = {size: seconds(text) for size, text in texts.items()}
+        paragraphs = seconds(_as_paragraphs(texts[largest]))
+        row = {
+            "recipe": name,
+            "family": options["family"],
+            "max_units": options.get("max_units"),
+            "max_tokens": options["max_tokens"],
+            "seconds": {str(size): t for size, t in times.items()},
+            "ratio": times[largest] / times[min(STRUCTURER_SIZES)],
+            "paragraphs_seconds": paragraphs,
+        }
+        rows.append(row)
+        print(
+            f"  {name:<10} {options['family']:<10} "
+            + " ".join(f"{_size_label(size):>6} {t:6.3f} s" for size, t in times.items())
+            + f" | 1 MB / 100 KB = {row['ratio']:.1f}x (target <= 15x) | "
+            f"1 MB in ~1 KB paragraphs {paragraphs:.3f} s"
+        )
+    return rows
+
+
+def structurer_markdown(result):
+    """The --structurer results as a markdown table (one row per recipe)."""
+    sizes = [str(size) for size in STRUCTURER_SIZES]
+    lines = [
+        f"# In-graph TextStructurer on one paragraph ({result['date']})",
+        "",
+        "One document without a blank line (bundled qmsum_general text joined "
+        "by spaces), batch 1, best of "
+        f"{result['repeats']} runs after a warm-up call; {result['machine']['cpus']} "
+        f"CPUs, TensorFlow {result['machine']['tensorflow']}. Ratio = time(1 MB) / "
+        "time(100 KB): 10 is linear, target <= 15. Last column: the same 1 MB "
+        "cut into ~1 KB paragraphs.",
+        "",
+        "| recipe | family | "
+        + " | ".join(f"{_size_label(int(s))} s" for s in sizes)
+        + " | 1 MB / 100 KB | 1 MB in paragraphs s |",
+        "|---|---|" + "---|" * (len(sizes) + 2),
+    ]
+    for row in result["rows"]:
+        lines.append(
+            f"| {row['recipe']} | {row['family']} | "
+            + " | ".join(f"{row['seconds'][s]:.3f}" for s in sizes)
+            + f" | {row['ratio']:.1f}x | {row['paragraphs_seconds']:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def _write(stem, result, table):
+    os.makedirs(os.path.dirname(stem) or ".", exist_ok=True)
+    with open(stem + ".json", "w", encoding="utf-8") as handle:
+        json.dump(result, handle, indent=2)
+    with open(stem + ".md", "w", encoding="utf-8") as handle:
+        handle.write(table + "\n")
+    print(f"\nWrote {stem}.json and {stem}.md ({result['total_seconds']:.0f} s).")
+
+
+def _machine():
+    return {
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "tensorflow": tf.__version__,
+        "keras": keras.__version__,
+    }
+
+
 def _corpus(name, args):
     path = corpus_path(name, args.split)
     source = "bundled sample" if path.startswith(SAMPLE_ROOT) else "shared corpus"
@@ -251,7 +391,30 @@ def main(argv=None):
     parser.add_argument("--warmup-steps", type=int, default=2, help="untimed first steps (tracing)")
     parser.add_argument("--quick", action="store_true", help="8 examples, tiny limits, 2 steps")
     parser.add_argument("--output", default=None, help="results file stem (no extension)")
+    parser.add_argument(
+        "--structurer", action="store_true",
+        help="time the in-graph TextStructurer on one-paragraph documents of "
+        "100 KB, 300 KB and 1 MB instead",
+    )
+    parser.add_argument("--structurer-recipes", nargs="+", default=list(STRUCTURER_RECIPES))
+    parser.add_argument("--structurer-repeats", type=int, default=2)
     args = parser.parse_args(argv)
+    if args.structurer:
+        started = time.perf_counter()
+        result = {
+            "benchmark": "data_pipeline --structurer",
+            "date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "repeats": args.structurer_repeats,
+            "sizes": list(STRUCTURER_SIZES),
+            "machine": _machine(),
+            "rows": measure_structurer(args),
+        }
+        result["total_seconds"] = time.perf_counter() - started
+        table = structurer_markdown(result)
+        print()
+        print(table)
+        _write(args.output or os.path.join(RESULTS, "data_pipeline_structurer"), result, table)
+        return result
     if args.quick:
         args.max_examples = args.max_examples or 8
         args.settings = ["tiny"]
@@ -316,12 +479,7 @@ def main(argv=None):
         "settings": {s: SETTINGS[s] for s in args.settings},
         "stand_in_model": "StandInSummarizer (width 64, 2 heads, 2 local TransformerEncoder "
         "layers, 1 TransformerDecoder layer, Dense(V) head); used until the tiny recipes exist",
-        "machine": {
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "tensorflow": tf.__version__,
-            "keras": keras.__version__,
-        },
+        "machine": _machine(),
         "corpora": corpora,
         "rows": rows,
         "total_seconds": time.perf_counter() - started,
@@ -329,12 +487,7 @@ def main(argv=None):
     table = markdown(result)
     print()
     print(table)
-    os.makedirs(os.path.dirname(stem) or ".", exist_ok=True)
-    with open(stem + ".json", "w", encoding="utf-8") as handle:
-        json.dump(result, handle, indent=2)
-    with open(stem + ".md", "w", encoding="utf-8") as handle:
-        handle.write(table + "\n")
-    print(f"\nWrote {stem}.json and {stem}.md ({result['total_seconds']:.0f} s).")
+    _write(stem, result, table)
     return result
 
 
