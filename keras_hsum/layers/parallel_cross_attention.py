@@ -296,6 +296,7 @@ class ParallelCrossAttention(keras.layers.Layer):
                 word_shape,
                 paragraph_memory.shape,
             )
+
         def heads_first(x):  # [B,P,(T,)H,Dh] → [B,H,P,(T,)Dh]
             rank = len(x.shape)
             return ops.transpose(x, (0, rank - 2) + tuple(range(1, rank - 2)) + (rank - 1,))
