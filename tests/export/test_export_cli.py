@@ -642,13 +642,26 @@ def test_shte_export_extracts_what_python_extracts(tmp_path, vocabulary, real_ex
     indices, scores, sentence_scores = model.extract(numeric, k=config.extract_sentences)
 
     out = tmp_path / "saved_models" / "shte"
-    assert run_command("export", "--run", tmp_path / "run", "--out", out) == 0
+    cap = 20_000
+    assert max(len(d.encode()) for d in document) < cap
+    assert run_command("export", "--run", tmp_path / "run", "--out", out,
+                       "--max-request-bytes", cap) == 0
     served, leaked = _run_subprocess_runner(out / "1", [
         {"signature": "serving_default", "inputs": {"document": document}},
         {"signature": "extract", "inputs": {"document": document + [""]}},
+        {"signature": "extract", "inputs": {"document": ["It rose. " * 2500, document[0]]}},
+        {"signature": "serving_default", "inputs": {"document": [document]}},
     ], tmp_path)
     assert leaked == []
-    default, extract = served
+    default, extract, capped, rank2 = served
+    assert capped["summary"][0] == b"" and capped["summary"][1] == extract["summary"][0]
+    assert capped["error"][0].decode().startswith(
+        "request too large: this row holds 22500 bytes of text, over this model's "
+        f"cap of {cap} bytes"
+    )
+    assert capped["error"][1] == b""
+    assert "`document` must be tf.string [B] (one document per row), of rank 1; " \
+        "received a tensor of rank] [2]" in str(rank2["__error__"])
     np.testing.assert_array_equal(default["indices"], indices.numpy())
     np.testing.assert_allclose(default["sentence_scores"], sentence_scores.numpy(), atol=1e-5)
     np.testing.assert_array_equal(default["sentences"], features["unit_texts"].numpy())
