@@ -196,6 +196,7 @@ def test_checkpoints_hold_the_numpy_average_of_the_training_weights(runs):
     assert max_difference(final, averages[last]) < 1e-6
 
 
+@pytest.mark.slow  # shares the `runs` trainings (80-93 s on CI's 2 cores): the slow set
 def test_training_goes_on_from_the_training_weights(runs):
     # The averages never feed back into training: the backup (training
     # weights) of the averaged run is the plain run's, step for step.
@@ -208,6 +209,7 @@ def test_training_goes_on_from_the_training_weights(runs):
     assert max_difference(plain_final, steps[EPOCHS * STEPS_PER_EPOCH]) < 1e-6
 
 
+@pytest.mark.slow  # shares the `runs` trainings (80-93 s on CI's 2 cores): the slow set
 def test_validation_loss_is_the_averaged_weights_loss(runs):
     out = runs["averaged"]
     # summary.json: the returned (averaged) model evaluated afresh on the
@@ -218,6 +220,7 @@ def test_validation_loss_is_the_averaged_weights_loss(runs):
         history(out)[-1]["val_loss"], rel=1e-3)
 
 
+@pytest.mark.slow  # shares the `runs` trainings (80-93 s on CI's 2 cores): the slow set
 def test_a_run_stopped_inside_an_epoch_resumes_to_the_same_averages(runs):
     # The resumed run calls fit twice (the rest of epoch 1, then epoch 2);
     # Keras' end-of-fit finalisation must not overwrite the training
@@ -231,6 +234,7 @@ def test_a_run_stopped_inside_an_epoch_resumes_to_the_same_averages(runs):
     assert _summary(runs["resumed"])["steps"] == EPOCHS * STEPS_PER_EPOCH
 
 
+@pytest.mark.slow  # shares the `runs` trainings (80-93 s on CI's 2 cores): the slow set
 def test_mirrored_averages_match_one_device(runs):
     difference = max_difference(
         saved_weights(os.path.join(runs["mirrored"], "model.keras")),
