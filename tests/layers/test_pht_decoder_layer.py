@@ -407,3 +407,23 @@ def test_outputs_and_cache_contract():
     # Only position 0 of the cache was written.
     assert np.all(to_numpy(result[2])[:, :, 1:] == 0)
     assert np.any(ops.convert_to_numpy(result[2])[:, :, 0] != 0)
+
+
+def test_k_rows_per_memory_example_equal_the_repeated_memories():
+    """B·K decoder rows (row b·K + k) against memories of B examples equal
+    the same rows against the memories repeated K times; a row count that is
+    not a multiple of B is refused."""
+    inputs = make_inputs(5)
+    layer = make_layer(inputs)
+    beams = 3
+    rng = np.random.default_rng(5)
+    rows = rng.normal(size=(B * beams, S, D)).astype("float32")
+    padding = np.repeat(inputs["decoder_padding_mask"], beams, axis=0)
+    memories = {k: v for k, v in memory_kwargs(inputs).items() if k != "decoder_padding_mask"}
+    repeated = {k: np.repeat(v, beams, axis=0) for k, v in memories.items()}
+    expected = to_numpy(layer(rows, **repeated, decoder_padding_mask=padding))
+    shared = to_numpy(layer(rows, **memories, decoder_padding_mask=padding))
+    for got, want in zip(shared, expected):
+        np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match=r"`decoder_sequence` must have B or B·K rows.*B=2.*received 3 rows"):
+        layer(rows[:3], **memories)
