@@ -101,6 +101,7 @@ def test_step_reads_the_attention_memory_terms_from_the_cache():
     np.testing.assert_allclose(np.stack(logits, 1)[real], full[real], atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.jax_slow  # 42 s under JAX (jax.jit of the unrolled step loop) on a loaded 2-core machine: the slow set's JAX pass
 def test_beam_cache_steps_equal_teacher_forcing_eager_and_jit():
     """K = 3 different targets per example through `beam_cache` + `step`
     (with the cached attention terms) == teacher forcing, eager and
