@@ -12,7 +12,10 @@ A recipe is a module `recipes/<name>.py` with:
   False: one pass, in order), built with `batches` below so that every
   recipe batches the same way;
 - optionally `loss(config)` (default: label-smoothed token cross-entropy) and
-  `metrics(config)` (default: masked token accuracy).
+  `metrics(config)` (default: masked token accuracy);
+- optionally `DECODING`: `{"paper": {setting: value}}`, how the paper
+  decodes, as `keras_hsum.export.cli.DECODING_DEFAULTS` settings (applied by
+  `keras-hsum export --preset paper`; see docs/serving.md).
 
 Library code never imports recipes; `keras_hsum.training.train` and the CLI
 take a recipe module and a config.

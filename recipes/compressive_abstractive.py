@@ -67,6 +67,13 @@ CONFIGS = {
 }
 
 
+# How `keras-hsum export --preset paper` decodes: greedy, as SEAL decodes
+# every model of its paper (see `recipes.seal.DECODING`).
+DECODING = {
+    "paper": {"beam_size": 1},
+}
+
+
 def build_model(config, vocabulary_size):
     return CompressiveAbstractive(
         vocabulary_size=vocabulary_size,

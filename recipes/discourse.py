@@ -94,6 +94,14 @@ CONFIGS = {
 }
 
 
+# How `keras-hsum export --preset paper` decodes (see docs/serving.md).
+# Cohan et al., Experiments, Implementation details: "We used beam search at
+# decoding time with beam size of 4." (no length penalty or blocking given).
+DECODING = {
+    "paper": {"beam_size": 4},
+}
+
+
 def build_model(config, vocabulary_size):
     return DiscourseSummarizer(
         vocabulary_size=vocabulary_size,

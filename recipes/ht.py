@@ -100,6 +100,18 @@ CONFIGS = {
 }
 
 
+# How `keras-hsum export --preset paper` decodes (see docs/serving.md).
+# HT, Experimental setup (training configuration), as our extraction reads:
+# "decoding use beam search beam size length penalty wu et al decode end
+# sequence token reached". It lost the numbers: beam 5 and the GNMT α = 0.4
+# are the released configuration's (../shared/papers/README.md). Neither
+# the paper nor the released decoder (hiersumm's predictor_builder.py)
+# blocks n-grams, so this preset does not.
+DECODING = {
+    "paper": {"beam_size": 5, "length_alpha": 0.4},
+}
+
+
 def build_model(config, vocabulary_size):
     return HierarchicalTransformer(
         vocabulary_size=vocabulary_size,

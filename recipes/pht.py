@@ -95,6 +95,23 @@ CONFIGS = {
 }
 
 
+# How `keras-hsum export --preset paper` decodes (see docs/serving.md).
+# Ma & Zong §5.2: "We set the beam size to 5 ... we disallow the repetition
+# of trigrams, at the same time block two tokens (except commas) before the
+# current step"; Eq. 17 divides by |y| (no GNMT α); §5.3: β "approximately
+# 0.8 for the Wikisum dataset" (applied only with --predictor-run).
+DECODING = {
+    "paper": {
+        "beam_size": 5,
+        "length_alpha": None,
+        "block_ngrams": 3,
+        "block_recent": 2,
+        "recent_exceptions": (",",),
+        "alignment_beta": 0.8,
+    },
+}
+
+
 def build_model(config, vocabulary_size):
     return ParallelHierarchicalTransformer(
         vocabulary_size=vocabulary_size,

@@ -115,6 +115,15 @@ CONFIGS = {
 }
 
 
+# How `keras-hsum export --preset paper` decodes (see docs/serving.md).
+# SEAL, Experiments, experimental details, as our extraction reads: "order
+# clear comparison models models decoded greedy decoding" (beam 1; EA and
+# CA, the same paper's models, declare the same).
+DECODING = {
+    "paper": {"beam_size": 1},
+}
+
+
 def build_model(config, vocabulary_size):
     return SEAL(
         vocabulary_size=vocabulary_size,

@@ -1,7 +1,8 @@
 """`keras-hsum export` and `keras-hsum summarize`.
 
     keras-hsum export --run runs/pht --out saved_models/pht
-        [--predictor-run runs/pht_predictor] [--version N] [--beam-size K]
+        [--predictor-run runs/pht_predictor] [--version N]
+        [--preset default|paper] [--beam-size K]
         [--max-length L] [--block-ngrams 3] [--serving-root /models]
         [--max-request-bytes N]
     keras-hsum summarize --model saved_models/pht/1 input.jsonl|input.txt
@@ -11,7 +12,9 @@
 the recipe name and config, model.keras, vocabulary.model), builds the
 in-graph `TextStructurer` for the recipe's family and writes a text-in /
 text-out SavedModel to the next version folder of `--out`, then rewrites
-`models.config` next to `--out` (see docs/serving.md).
+`models.config` next to `--out` (see docs/serving.md). `--preset paper`
+decodes as the recipe's paper does (the recipe's `DECODING["paper"]`;
+`decoding_settings`); decoding flags given on the command line override it.
 
 `summarize` loads a SavedModel with `tf.saved_model.load` (no Keras model is
 rebuilt) and prints one summary per example. The input is a JSONL file of
@@ -35,6 +38,92 @@ from keras_hsum.argtypes import unwritable_output
 
 RUN_CONFIG = "config.json"
 RUN_VOCABULARY = "vocabulary.model"
+
+# The decoding settings a preset may set, with the values of `--preset
+# default` (today's behaviour for every recipe: beam 5, |y| normalisation,
+# no blocking; β applies only with --predictor-run).
+DECODING_DEFAULTS = {
+    "beam_size": 5,
+    "length_alpha": None,
+    "block_ngrams": 0,
+    "block_recent": 0,
+    "recent_exceptions": (),
+    "alignment_beta": 0.8,
+}
+PRESETS = ("default", "paper")
+
+
+class _FromPreset:
+    """The default of `export_run`'s decoding arguments: "the preset's"."""
+
+    def __repr__(self):
+        return "PRESET"
+
+
+PRESET = _FromPreset()
+
+
+def decoding_settings(recipe_name, recipe, preset="default", *, predictor=False,
+                      **given):
+    """The decoding settings of an export: `(settings, notes)`.
+
+    `DECODING_DEFAULTS`, then the recipe's `DECODING[preset]` (none for
+    "default"), then `given`, the settings named explicitly (command-line
+    flags), which override the preset. A preset's `alignment_beta` needs an
+    attention predictor: without one (`predictor=False`) it is set to 0 and
+    a note says so.
+
+    Args:
+        recipe_name, recipe: the run's recipe and its module.
+        preset: one of `PRESETS`.
+        predictor: whether a `--predictor-run` is exported with the run.
+        **given: keys of `DECODING_DEFAULTS`.
+
+    Returns:
+        `(settings, notes)`: a dict with every key of `DECODING_DEFAULTS`
+        (`recent_exceptions` a tuple of pieces), and a list of messages for
+        the user (empty when there is nothing to say).
+
+    Raises:
+        ValueError: `preset` is unknown, the recipe declares no such preset,
+            or `given` names an unknown setting.
+    """
+    if preset not in PRESETS:
+        raise ValueError(
+            f"Unknown --preset {preset!r}; expected one of {list(PRESETS)}."
+        )
+    unknown = sorted(set(given) - set(DECODING_DEFAULTS))
+    if unknown:
+        raise ValueError(
+            f"decoding_settings: unknown settings {unknown}; expected some of "
+            f"{sorted(DECODING_DEFAULTS)}."
+        )
+    declared = {}
+    if preset != "default":
+        presets = getattr(recipe, "DECODING", {})
+        if preset not in presets:
+            raise ValueError(
+                f"Recipe {recipe_name!r} declares no {preset!r} decoding preset "
+                f"(its presets: {['default', *sorted(presets)]}); leave --preset "
+                "out or set the decoding flags yourself."
+            )
+        declared = dict(presets[preset])
+        bad = sorted(set(declared) - set(DECODING_DEFAULTS))
+        if bad:
+            raise ValueError(
+                f"recipes.{recipe_name}.DECODING[{preset!r}] has unknown settings "
+                f"{bad}; expected some of {sorted(DECODING_DEFAULTS)}."
+            )
+    settings = {**DECODING_DEFAULTS, **declared, **given}
+    settings["recent_exceptions"] = tuple(settings["recent_exceptions"] or ())
+    notes = []
+    if declared.get("alignment_beta") and "alignment_beta" not in given and not predictor:
+        settings["alignment_beta"] = 0.0
+        notes.append(
+            f"--preset {preset}: attention alignment (β = {declared['alignment_beta']}) "
+            "is off because no --predictor-run was given."
+        )
+    return settings, notes
 
 
 # ------------------------------------------------------------------- export
@@ -168,10 +257,10 @@ def build_module(model, structurer, *, search=None, predictor=None, k=3,
     )
 
 
-def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
-               max_length=None, min_length=0, length_alpha=None, block_ngrams=0,
-               block_recent=0, recent_exceptions=(), alignment_beta=0.8,
-               serving_root="/models",
+def export_run(run, out, *, predictor_run=None, version=None, preset="default",
+               beam_size=PRESET, max_length=None, min_length=0, length_alpha=PRESET,
+               block_ngrams=PRESET, block_recent=PRESET, recent_exceptions=PRESET,
+               alignment_beta=PRESET, serving_root="/models",
                jit_compile=False, block_unknown=True, extract_sentences=None,
                checkpoint="last", mbr=False, sampling=None, max_request_bytes=None):
     """Exports a trained run as `<out>/<version>/` (see `keras-hsum export`).
@@ -182,9 +271,14 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
         predictor_run: optional `pht_predictor` run folder (PHT only): its
             η̂ is returned as `predicted_attention` and aligns the search.
         version: the version number (default: the next one).
+        preset: "default" or "paper": where the decoding settings left at
+            `PRESET` come from (`decoding_settings`: `DECODING_DEFAULTS`,
+            or the recipe's `DECODING["paper"]`); recorded in the
+            version's keras_hsum.json as `decoding_preset`.
         beam_size, max_length, min_length, length_alpha, block_ngrams,
             block_recent, alignment_beta: `SearchOptions`; `max_length`
-            defaults to the recipe's `max_target_length - 1`.
+            defaults to the recipe's `max_target_length - 1`; `PRESET`:
+            the preset's value.
         recent_exceptions: pieces of the run's vocabulary that
             `block_recent` lets repeat (PHT §5.2 exempts the comma: ",").
         extract_sentences: SHTE only: sentences per extract (default: the
@@ -226,6 +320,16 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
         "max_request_bytes", max_request_bytes, owner="--max-request-bytes"
     )
     name, recipe, config, model, vocabulary = load_run(run, checkpoint)
+    given = {
+        key: value for key, value in dict(
+            beam_size=beam_size, length_alpha=length_alpha, block_ngrams=block_ngrams,
+            block_recent=block_recent, recent_exceptions=recent_exceptions,
+            alignment_beta=alignment_beta,
+        ).items() if value is not PRESET
+    }
+    decoding, notes = decoding_settings(
+        name, recipe, preset, predictor=predictor_run is not None, **given
+    )
     structurer, options = build_structurer(recipe, name, config, vocabulary)
     predictor = None
     if predictor_run is not None:
@@ -246,15 +350,17 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
             )
     if max_length is None:
         max_length = max(1, int(getattr(config, "max_target_length", 101)) - 1)
+    recent_exceptions = decoding.pop("recent_exceptions")
     try:
         exception_ids = tuple(vocabulary.piece_to_id(piece) for piece in recent_exceptions)
     except ValueError as error:
-        raise ValueError(f"--recent-exception: {error}") from None
+        flag = ("--recent-exception" if "recent_exceptions" in given
+                else f"--preset {preset} (recent exceptions)")
+        raise ValueError(f"{flag}: {error}") from None
     search = SearchOptions(
-        beam_size=beam_size, max_length=max_length, min_length=min_length,
-        length_alpha=length_alpha, block_ngrams=block_ngrams,
-        block_recent=block_recent, recent_exceptions=exception_ids,
-        alignment_beta=alignment_beta, blocked_ids=(vocabulary.unk_id,) if block_unknown else (),
+        max_length=max_length, min_length=min_length, **decoding,
+        recent_exceptions=exception_ids,
+        blocked_ids=(vocabulary.unk_id,) if block_unknown else (),
         mbr=mbr, sampling=sampling,
     )
     module = build_module(
@@ -272,14 +378,32 @@ def export_run(run, out, *, predictor_run=None, version=None, beam_size=5,
         "checkpoint": checkpoint,
         "predictor_run": os.path.abspath(predictor_run) if predictor_run else None,
         "structure_options": options,
+        "decoding_preset": preset,
         "search": None if isinstance(model, SHTE) else search.to_dict(),
         "recent_exception_pieces": list(recent_exceptions),
         "jit_compile": bool(jit_compile),
         "max_request_bytes": max_request_bytes,
     }
+    for note in notes:
+        print(f"keras-hsum export: {note}", file=sys.stderr)
     return export_saved_model(
         module, out, version=version, metadata=metadata, serving_root=serving_root
     )
+
+
+def decoding_flags(args):
+    """The decoding settings given on the `export` command line (a dict of
+    `DECODING_DEFAULTS` keys; a flag left out is absent: the preset's)."""
+    given = {
+        "beam_size": args.beam_size,
+        "length_alpha": args.length_alpha,
+        "block_ngrams": args.block_ngrams,
+        "block_recent": args.block_recent,
+        "recent_exceptions": PRESET if args.recent_exception is None
+        else tuple(args.recent_exception),
+        "alignment_beta": args.alignment_beta,
+    }
+    return {key: value for key, value in given.items() if value is not PRESET}
 
 
 def _export(args):
@@ -294,11 +418,8 @@ def _export(args):
             raise ValueError(f"{', '.join(changed)} set a sampling search: add --sample.")
         path = export_run(
             args.run, args.out, predictor_run=args.predictor_run,
-            version=args.version, beam_size=args.beam_size,
+            version=args.version, preset=args.preset, **decoding_flags(args),
             max_length=args.max_length, min_length=args.min_length,
-            length_alpha=args.length_alpha, block_ngrams=args.block_ngrams,
-            block_recent=args.block_recent, recent_exceptions=args.recent_exception or (),
-            alignment_beta=args.alignment_beta,
             serving_root=None if args.serving_root == "" else args.serving_root,
             jit_compile=args.jit_compile, block_unknown=not args.allow_unknown,
             extract_sentences=args.extract_sentences,
@@ -501,18 +622,29 @@ def add_parsers(subparsers):
         "keep_epoch_checkpoints=true. Names joined by '+' (epoch-9+epoch-13) "
         "serve an ensemble: the mean of their next-token distributions",
     )
-    export.add_argument("--beam-size", type=positive_int, default=5, help="K (1: greedy)")
+    export.add_argument(
+        "--preset", choices=PRESETS, default="default",
+        help="decoding settings: default (beam 5, |y| normalisation, no "
+        "blocking) or paper (the recipe's paper: HT beam 5 + α 0.4, PHT "
+        "trigram + recent-token blocking (+ β 0.8 with --predictor-run), "
+        "Cohan beam 4, SEAL greedy; docs/serving.md); the decoding flags "
+        "below override it",
+    )
+    export.add_argument("--beam-size", type=positive_int, default=PRESET,
+                        help="K (1: greedy; default: the preset's, 5)")
     export.add_argument(
         "--max-length", type=positive_int, default=None,
         help="most summary tokens (default: the recipe's max_target_length - 1)",
     )
     export.add_argument("--min-length", type=non_negative_int, default=0)
     export.add_argument(
-        "--length-alpha", type=float, default=None,
-        help="GNMT length-penalty α (default: divide by |y|)",
+        "--length-alpha", type=float, default=PRESET,
+        help="GNMT length-penalty α (default: the preset's; default preset: divide by |y|)",
     )
-    export.add_argument("--block-ngrams", type=non_negative_int, default=0, help="n-gram blocking (0: off)")
-    export.add_argument("--block-recent", type=non_negative_int, default=0, help="recent-token blocking window")
+    export.add_argument("--block-ngrams", type=non_negative_int, default=PRESET,
+                        help="n-gram blocking (0: off; default: the preset's)")
+    export.add_argument("--block-recent", type=non_negative_int, default=PRESET,
+                        help="recent-token blocking window (0: off; default: the preset's)")
     export.add_argument(
         "--recent-exception", action="append", metavar="PIECE",
         help="a vocabulary piece --block-recent lets repeat (repeatable; "
@@ -527,7 +659,8 @@ def add_parsers(subparsers):
         "--extract-sentences", type=positive_int, default=None,
         help="SHTE: sentences per extract (default: the run's extract_sentences)",
     )
-    export.add_argument("--alignment-beta", type=float, default=0.8, help="PHT attention alignment β")
+    export.add_argument("--alignment-beta", type=float, default=PRESET,
+                        help="PHT attention alignment β (with --predictor-run; default 0.8)")
     export.add_argument(
         "--mbr", action="store_true",
         help="minimum Bayes risk: serve the beam's hypothesis of highest mean "

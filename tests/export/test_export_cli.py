@@ -85,6 +85,7 @@ def test_export_writes_version_metadata_and_models_config(exported, pht_run):
     metadata = read_metadata(exported / "1")
     assert metadata["recipe"] == "pht" and metadata["kind"] == "summarizer"
     assert metadata["search"]["beam_size"] == 2
+    assert metadata["decoding_preset"] == "default"  # no --preset given
     assert metadata["checkpoint"] == "last"
     assert metadata["search"]["max_length"] == 8  # max_target_length - 1
     assert metadata["structure_options"]["family"] == "paragraphs"
