@@ -802,3 +802,24 @@ def test_a_run_trained_with_a_paragraph_graph_is_not_exported_without_it(vocabul
                                          r"paragraph graph"):
         build_structurer(recipes.get("ht"), "ht", config, vocabulary)
     build_structurer(recipes.get("ht"), "ht", recipes.config("ht", "tiny"), vocabulary)
+
+
+@pytest.mark.slow
+def test_export_with_the_paper_preset_records_it_and_says_alignment_is_off(
+    tmp_path, capsys, pht_run, vocabulary
+):
+    """PHT §5.2 without a predictor: trigram and recent-token blocking (the
+    comma exempt), beam 5 (here overridden to 2), alignment off and said so."""
+    from keras_hsum.export.serving import read_metadata
+
+    out = tmp_path / "pht"
+    assert run_command("export", "--run", pht_run, "--out", out,
+                       "--preset", "paper", "--beam-size", "2") == 0
+    assert "alignment (β = 0.8) is off" in capsys.readouterr().err
+    metadata = read_metadata(out / "1")
+    assert metadata["decoding_preset"] == "paper"
+    search = metadata["search"]
+    assert (search["beam_size"], search["block_ngrams"], search["block_recent"]) == (2, 3, 2)
+    assert search["length_alpha"] is None and search["alignment_beta"] == 0.0
+    assert search["recent_exceptions"] == [vocabulary.piece_to_id(",")]
+    assert metadata["recent_exception_pieces"] == [","]
