@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_hsum.layers.input_checks import check_cache_keys
 from keras_hsum.layers.input_checks import check_dims
 from keras_hsum.layers.input_checks import check_rank
 from keras_hsum.layers.input_checks import expect_width
@@ -278,18 +279,8 @@ class DiscourseAttention(keras.layers.Layer):
         }
 
     def _check_memory_cache(self, memory_cache, word_states_shape):
-        expected = ("section_keys", "word_keys")
-        if not isinstance(memory_cache, dict) or tuple(sorted(memory_cache)) != expected:
-            received = (
-                sorted(memory_cache)
-                if isinstance(memory_cache, dict)
-                else type(memory_cache).__name__
-            )
-            raise ValueError(
-                f"{self.name}: `memory_cache` must be the dict that "
-                "`project_memory(word_states, section_states)` returns, with "
-                f"keys {list(expected)}; received {received}."
-            )
+        check_cache_keys(self, "memory_cache", memory_cache, ("section_keys", "word_keys"),
+                         "project_memory(word_states, section_states)")
         batch, paragraphs, tokens = tuple(word_states_shape)[:3]
         for key, rank, dims, spec in (
             ("word_keys", 4, (batch, paragraphs, tokens, self.attention_dim), "[B,P,T,A]"),

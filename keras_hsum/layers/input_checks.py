@@ -30,6 +30,18 @@ def check_rank(layer, name, value, rank, symbols):
     return shape
 
 
+def check_cache_keys(layer, name, cache, expected, producer):
+    """`cache` must be a dict with exactly the keys `expected`, as the call
+    `producer` (e.g. "project_memory(word_memory, paragraph_memory)") returns."""
+    expected = tuple(sorted(expected))
+    if not isinstance(cache, dict) or tuple(sorted(cache)) != expected:
+        received = sorted(cache) if isinstance(cache, dict) else type(cache).__name__
+        raise ValueError(
+            f"{layer.name}: `{name}` must be the dict that `{producer}` returns, "
+            f"with keys {list(expected)}; received {received}."
+        )
+
+
 def check_dims(layer, name, shape, expected, symbols):
     """Raises when known dims of `shape` differ from `expected` (None = any)."""
     shape = _shape(shape)

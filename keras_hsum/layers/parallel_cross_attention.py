@@ -5,6 +5,7 @@ import math
 import keras
 from keras import ops
 
+from keras_hsum.layers.input_checks import check_cache_keys
 from keras_hsum.layers.input_checks import check_dims
 from keras_hsum.layers.input_checks import check_rank
 from keras_hsum.layers.masking import as_bool_mask
@@ -310,18 +311,11 @@ class ParallelCrossAttention(keras.layers.Layer):
 
     def _check_memory_cache(self, memory_cache, word_shape):
         """`memory_cache` must be `project_memory`'s dict for this memory."""
-        expected = ("paragraph_key", "paragraph_value", "word_key", "word_value")
-        if not isinstance(memory_cache, dict) or tuple(sorted(memory_cache)) != expected:
-            received = (
-                sorted(memory_cache)
-                if isinstance(memory_cache, dict)
-                else type(memory_cache).__name__
-            )
-            raise ValueError(
-                f"{self.name}: `memory_cache` must be the dict that "
-                f"`project_memory(word_memory, paragraph_memory)` returns, with "
-                f"keys {list(expected)}; received {received}."
-            )
+        check_cache_keys(
+            self, "memory_cache", memory_cache,
+            ("paragraph_key", "paragraph_value", "word_key", "word_value"),
+            "project_memory(word_memory, paragraph_memory)",
+        )
         heads, head_dim = self.num_heads, self.head_dim
         batch, paragraphs, tokens = tuple(word_shape)[:3]
         word_dims = (batch, heads, paragraphs, tokens, head_dim)
