@@ -59,11 +59,12 @@ def real_positions(inputs, pad_id=0):
     return real
 
 
-def decode_teacher_forced(model, inputs, length):
-    """Runs `step` `length` times on `inputs["decoder_tokens"]`; returns
-    (logits [B,length,V'] numpy, list of aux dicts (numpy))."""
-    memory = model.encode(inputs)
-    cache = model.initial_cache(memory, length)
+def decode_teacher_forced(model, inputs, length, cache=None):
+    """Runs `step` `length` times on `inputs["decoder_tokens"]`, from `cache`
+    (default: `initial_cache` of the encoded inputs); returns (logits
+    [B,length,V'] numpy, list of aux dicts (numpy))."""
+    if cache is None:
+        cache = model.initial_cache(model.encode(inputs), length)
     tokens = ops.convert_to_tensor(inputs["decoder_tokens"])
     logits, auxes = [], []
     for index in range(length):

@@ -91,14 +91,9 @@ def test_step_reads_the_attention_memory_terms_from_the_cache():
     assert tuple(static["attention_cache"]["word_keys"].shape) == (2, 3, 5, 8)
     assert tuple(static["attention_cache"]["section_keys"].shape) == (2, 3, 8)
     static = dict(static, section_states=np.zeros((2, 3, 8), "float32"))
-    logits = []
-    for index in range(length):
-        step_logits, (static, state), _ = model.step(
-            inputs["decoder_tokens"][:, index], index, (static, state)
-        )
-        logits.append(to_numpy(step_logits))
+    stepped, _ = decode_teacher_forced(model, inputs, length, cache=(static, state))
     real = real_positions(inputs)
-    np.testing.assert_allclose(np.stack(logits, 1)[real], full[real], atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(stepped[real], full[real], atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.jax_slow  # 42 s under JAX (jax.jit of the unrolled step loop) on a loaded 2-core machine: the slow set's JAX pass

@@ -84,14 +84,9 @@ def test_step_reads_the_cross_attention_keys_and_values_from_the_cache():
         word_memory=np.zeros((2, 3, 5, 16), "float32"),
         paragraph_memory=np.zeros((2, 3, 16), "float32"),
     )
-    logits = []
-    for index in range(length):
-        step_logits, (static, state), _ = model.step(
-            inputs["decoder_tokens"][:, index], index, (static, state)
-        )
-        logits.append(to_numpy(step_logits))
+    stepped, _ = decode_teacher_forced(model, inputs, length, cache=(static, state))
     real = real_positions(inputs)
-    np.testing.assert_allclose(np.stack(logits, 1)[real], full[real], atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(stepped[real], full[real], atol=1e-5, rtol=1e-5)
 
 
 def test_beam_cache_shares_the_memory_and_steps_equal_teacher_forcing():
