@@ -40,7 +40,7 @@ def main():
 
     import recipes
     from keras_hsum.models import LabelSmoothedCrossEntropy
-    from keras_hsum.models import ReinforceObjective
+    from keras_hsum.decoding import ReinforceObjective
 
     config = recipes.config("flat", "tiny").replace(
         pointer_generator=True, token_shift=True, hidden_dim=128, intermediate_dim=512)

@@ -81,7 +81,7 @@ class RecipeConfig:
             `epochs-A-B` for the mean of epochs A to B); each file is the
             size of `model.keras`.
         reinforce_weight: λ of sequence-level training on a ROUGE reward
-            (`keras_hsum.models.ReinforceObjective`): the loss becomes
+            (`keras_hsum.decoding.ReinforceObjective`): the loss becomes
             (1 - λ) · cross-entropy + λ · REINFORCE with a leave-one-out
             baseline over `reinforce_samples` samples per example, drawn
             in-graph at every step. 0: off (teacher forcing only). Usually

@@ -8,7 +8,8 @@ runs the same loop over any plain step function; `sample_search` (or
 of a beam; `mbr_rerank` reorders hypotheses or samples by minimum Bayes
 risk (expected ROUGE against the others). Score terms
 (`keras_hsum.decoding.terms`) compose as a list. `compress_paragraphs` is
-PHT's paragraph compression (§7).
+PHT's paragraph compression (§7). `ReinforceObjective` trains a
+`Summarizer` on the ROUGE of its own in-graph samples (REINFORCE).
 """
 
 from keras_hsum.decoding.beam_search import beam_search
@@ -19,6 +20,7 @@ from keras_hsum.decoding.mbr import expected_utility
 from keras_hsum.decoding.mbr import mbr_rerank
 from keras_hsum.decoding.mbr import pairwise_rouge_n
 from keras_hsum.decoding.paragraph_compression import compress_paragraphs
+from keras_hsum.decoding.reinforce import ReinforceObjective
 from keras_hsum.decoding.sampling import Sampling
 from keras_hsum.decoding.terms import AttentionAlignment
 from keras_hsum.decoding.terms import CoveragePenalty
@@ -41,6 +43,7 @@ __all__ = [
     "MinLength",
     "NgramBlocking",
     "RecentTokenBlocking",
+    "ReinforceObjective",
     "Sampling",
     "ScoreTerm",
     "StructuralCoverage",

@@ -37,13 +37,13 @@ import keras
 from keras import ops
 
 from keras_hsum.checks import check_int
+from keras_hsum.decoding.sampling import Sampling
+from keras_hsum.decoding.terms import DEAD
 from keras_hsum.decoding.terms import NEG_INF
 from keras_hsum.decoding.terms import MinLength
 from keras_hsum.decoding.terms import ScoreTerm
 from keras_hsum.decoding.terms import StepContext
 from keras_hsum.layers.input_checks import check_model_features
-
-_DEAD = NEG_INF / 2  # anything at or below this is blocked / empty
 
 
 def _term_list(terms, caller):
@@ -80,7 +80,7 @@ def _split_beams(x, beam_size):
     return ops.reshape(x, (-1, beam_size) + tuple(ops.shape(x)[1:]))
 
 
-def _gather_beams(x, parents):
+def gather_beams(x, parents):
     """x [B,N,...], parents int32 [B,M] → [B,M,...]: x[b, parents[b, m]]."""
     batch = ops.shape(x)[0]
     width = ops.shape(x)[1]
@@ -270,7 +270,7 @@ def search(
         )
         totals = alive_log_probs[:, :, None] + log_probs  # [B,K,V']
         dead = ops.logical_or(
-            log_probs <= _DEAD, (alive_log_probs <= _DEAD)[:, :, None]
+            log_probs <= DEAD, (alive_log_probs <= DEAD)[:, :, None]
         )
         totals = ops.where(dead, NEG_INF, totals)
         if sampling is None:
@@ -284,14 +284,14 @@ def search(
             tokens = sampling.draw(log_probs, step_uniforms)
             values = ops.take_along_axis(totals, tokens[:, :, None], axis=-1)[:, :, 0]
             parents = ops.zeros_like(tokens) + ops.arange(K, dtype="int32")[None, :]
-        valid = values > _DEAD
-        seqs = _write(_gather_beams(alive_seq, parents), index, tokens)
+        valid = values > DEAD
+        seqs = _write(gather_beams(alive_seq, parents), index, tokens)
         aux_cands = tuple(
-            _write(_gather_beams(buf, parents), index, _gather_beams(step_aux[n], parents))
+            _write(gather_beams(buf, parents), index, gather_beams(step_aux[n], parents))
             for n, buf in zip(aux_names, alive_aux)
         )
         cand_terms = tuple(
-            tuple(_gather_beams(s, parents) for s in states) for states in new_term_states
+            tuple(gather_beams(s, parents) for s in states) for states in new_term_states
         )
         ends = ops.logical_or(ops.equal(tokens, eos_id), ops.equal(index, L - 1))
         finishing = ops.logical_and(valid, ends)
@@ -301,12 +301,12 @@ def search(
         new_alive_log_probs, chosen = ops.top_k(alive_values, K)
         chosen = ops.cast(chosen, "int32")
         new_alive = (
-            _gather_beams(seqs, chosen),
+            gather_beams(seqs, chosen),
             new_alive_log_probs,
-            tuple(_gather_beams(b, chosen) for b in aux_cands),
-            tuple(tuple(_gather_beams(s, chosen) for s in st) for st in cand_terms),
+            tuple(gather_beams(b, chosen) for b in aux_cands),
+            tuple(tuple(gather_beams(s, chosen) for s in st) for st in cand_terms),
         )
-        beam_rows = _gather_beams(parents, chosen)  # [B,K] parent beam
+        beam_rows = gather_beams(parents, chosen)  # [B,K] parent beam
         rows = ops.reshape(
             beam_rows + ops.arange(ops.shape(beam_rows)[0], dtype="int32")[:, None] * K,
             (-1,),
@@ -320,7 +320,7 @@ def search(
         all_scores = ops.concatenate([fin_scores, scores], axis=1)
         top_scores, picked = ops.top_k(all_scores, K)
         picked = ops.cast(picked, "int32")
-        merge = lambda old, new: _gather_beams(ops.concatenate([old, new], axis=1), picked)
+        merge = lambda old, new: gather_beams(ops.concatenate([old, new], axis=1), picked)
         lengths_or_zero = ops.where(finishing, lengths, 0)
         new_finished = (
             merge(fin_seq, seqs),
@@ -346,7 +346,7 @@ def search(
         more = ops.less(index, L)
         alive_log_probs = alive[1]
         best_alive = ops.max(alive_log_probs, axis=1)  # [B]
-        no_alive = best_alive <= _DEAD
+        no_alive = best_alive <= DEAD
         if not early_stop:
             return ops.logical_and(more, ops.logical_not(ops.all(no_alive)))
         bound = best_alive
@@ -358,7 +358,7 @@ def search(
             b = ops.convert_to_tensor(b, "float32")
             bound = bound + (ops.reshape(b, (-1,)) if len(b.shape) else b)
         fin_scores = finished[1]
-        full = ops.all(fin_scores > _DEAD, axis=1)
+        full = ops.all(fin_scores > DEAD, axis=1)
         settled = ops.logical_and(full, ops.min(fin_scores, axis=1) >= bound)
         done = ops.logical_or(settled, no_alive)
         return ops.logical_and(more, ops.logical_not(ops.all(done)))
@@ -386,9 +386,29 @@ def search(
     }
 
 
-def _model_search(model, inputs, beam_size, max_length, terms, eos_id, pad_id, greedy,
+def model_search(model, inputs, beam_size, max_length, terms, eos_id, pad_id, greedy,
                   sampling=None, sampling_stream=None, sampling_first_row=None,
                   sampling_rows_alike=False):
+    """`search` over a `Summarizer`'s encode → cache → step contract.
+
+    What `beam_search`, `greedy_search` and `sample_search` run after
+    checking their arguments, and what a caller that has checked its own
+    (`keras_hsum.decoding.reinforce`) runs directly.
+
+    Args:
+        model: a `keras_hsum.models.Summarizer`.
+        inputs: the model family's feature dict, batch B.
+        beam_size: K (hypotheses or samples per example).
+        max_length: L, the most generated tokens.
+        terms: a list of `ScoreTerm`s.
+        eos_id, pad_id: None takes the model's.
+        greedy: True for `greedy_search`'s K = 1 argmax.
+        sampling, sampling_stream, sampling_first_row, sampling_rows_alike:
+            as in `search`.
+
+    Returns:
+        The dict of `search`.
+    """
     eos_id = model.eos_id if eos_id is None else eos_id
     pad_id = model.pad_id if pad_id is None else pad_id
     K = int(beam_size)
@@ -484,7 +504,7 @@ def beam_search(
     max_length = check_int("max_length", max_length, 1, owner="beam_search")
     if min_length and min_length > 0:
         terms.append(MinLength(min_length))
-    return _model_search(model, inputs, beam_size, max_length, terms, eos_id, pad_id, False)
+    return model_search(model, inputs, beam_size, max_length, terms, eos_id, pad_id, False)
 
 
 def greedy_search(model, inputs, *, max_length=100, terms=(), min_length=0,
@@ -499,7 +519,7 @@ def greedy_search(model, inputs, *, max_length=100, terms=(), min_length=0,
     max_length = check_int("max_length", max_length, 1, owner="greedy_search")
     if min_length and min_length > 0:
         terms.append(MinLength(min_length))
-    return _model_search(model, inputs, 1, max_length, terms, eos_id, pad_id, True)
+    return model_search(model, inputs, 1, max_length, terms, eos_id, pad_id, True)
 
 
 def sample_search(model, inputs, *, num_samples=8, max_length=100, terms=(),
@@ -528,8 +548,6 @@ def sample_search(model, inputs, *, num_samples=8, max_length=100, terms=(),
         ...                     max_length=64, seed=1)
         >>> best = mbr_rerank(out, eos_id=model.eos_id)["sequences"][:, 0]
     """
-    from keras_hsum.decoding.sampling import Sampling
-
     sampling = Sampling(temperature=temperature, top_k=top_k, top_p=top_p,
                         epsilon=epsilon, seed=seed)
     terms = _term_list(terms, "sample_search")
@@ -537,5 +555,5 @@ def sample_search(model, inputs, *, num_samples=8, max_length=100, terms=(),
     max_length = check_int("max_length", max_length, 1, owner="sample_search")
     if min_length and min_length > 0:
         terms.append(MinLength(min_length))
-    return _model_search(model, inputs, num_samples, max_length, terms, eos_id, pad_id,
+    return model_search(model, inputs, num_samples, max_length, terms, eos_id, pad_id,
                          False, sampling, sampling_rows_alike=rows_alike)

@@ -29,8 +29,8 @@ per example.
 
 from keras import ops
 
-from keras_hsum.decoding.beam_search import _DEAD  # an empty slot's score bound
-from keras_hsum.decoding.beam_search import _gather_beams
+from keras_hsum.decoding.beam_search import gather_beams
+from keras_hsum.decoding.terms import DEAD  # an empty slot's score bound
 from keras_hsum.decoding.terms import NEG_INF
 from keras_hsum.layers.input_checks import check_dims
 from keras_hsum.layers.input_checks import check_rank
@@ -128,7 +128,7 @@ def expected_utility(sequences, lengths, scores, *, eos_id, pad_id=0, orders=(1,
     valid = positions[None, None, :] < lengths[:, :, None]
     valid = ops.logical_and(valid, ops.not_equal(sequences, eos_id))
     valid = ops.logical_and(valid, ops.not_equal(sequences, pad_id))
-    alive = scores > _DEAD  # [B,K]
+    alive = scores > DEAD  # [B,K]
     utility = 0.0
     for n in orders:
         n = int(n)
@@ -193,12 +193,12 @@ def mbr_rerank(result, *, eos_id, pad_id=0, orders=(1, 2)):
     # order[b, r] = the i whose rank is r (ranks are distinct: no ties).
     order = ops.cast(ops.argsort(rank, axis=-1), "int32")
     reordered = {
-        key: _gather_beams(value, order)
+        key: gather_beams(value, order)
         for key, value in result.items()
         if key != "aux"
     }
     reordered["aux"] = {
-        name: _gather_beams(value, order) for name, value in result.get("aux", {}).items()
+        name: gather_beams(value, order) for name, value in result.get("aux", {}).items()
     }
-    reordered["mbr_utility"] = _gather_beams(utility, order)
+    reordered["mbr_utility"] = gather_beams(utility, order)
     return reordered

@@ -41,7 +41,7 @@ import dataclasses
 
 from keras import ops
 
-from keras_hsum.decoding.beam_search import _DEAD  # a blocked id's log-prob bound
+from keras_hsum.decoding.terms import DEAD  # a blocked id's log-prob bound
 from keras_hsum.decoding.terms import NEG_INF
 
 _GOLDEN = 0x9E3779B9
@@ -131,7 +131,7 @@ class Sampling:
         the log-probabilities of the tempered, truncated and renormalised
         sampling distribution (dropped ids at `NEG_INF`)."""
         log_probs = ops.cast(log_probs, "float32")
-        blocked = log_probs <= _DEAD
+        blocked = log_probs <= DEAD
         # Blocking leaves the allowed ids' mass below 1: renormalise first.
         log_probs = ops.where(
             blocked, NEG_INF, ops.log_softmax(log_probs / float(self.temperature), axis=-1)

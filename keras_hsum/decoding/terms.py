@@ -44,6 +44,9 @@ from keras_hsum.checks import check_int
 NEG_INF = -1e9
 """The finite "minus infinity" of blocked tokens and empty pool slots."""
 
+DEAD = NEG_INF / 2
+"""A score or log-probability at or below this is blocked (or an empty slot)."""
+
 _EPSILON = 1e-6
 
 

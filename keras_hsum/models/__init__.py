@@ -24,7 +24,6 @@ from keras_hsum.models.ensemble import SummarizerEnsemble
 from keras_hsum.models.flat_transformer import FlatTransformer
 from keras_hsum.models.hierarchical_transformer import HierarchicalTransformer
 from keras_hsum.models.losses import LabelSmoothedCrossEntropy
-from keras_hsum.models.reinforce import ReinforceObjective
 from keras_hsum.models.paragraph_ranker import ParagraphBinaryCrossEntropy
 from keras_hsum.models.paragraph_ranker import ParagraphRanker
 from keras_hsum.models.paragraph_ranker import rerank_paragraphs
@@ -46,7 +45,6 @@ __all__ = [
     "FlatTransformer",
     "HierarchicalTransformer",
     "LabelSmoothedCrossEntropy",
-    "ReinforceObjective",
     "ParagraphAttentionMSE",
     "ParagraphBinaryCrossEntropy",
     "ParagraphRanker",

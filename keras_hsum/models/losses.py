@@ -57,3 +57,13 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         config = super().get_config()
         config["label_smoothing"] = self.label_smoothing
         return config
+
+
+def reference_weights(labels, sample_weight=None, pad_id=0):
+    """float32 [B]: 1 for the examples with a reference token, else 0 (from
+    the label mask `sample_weight` [B,S] when given, else from `labels`)."""
+    if sample_weight is None:
+        real = ops.any(ops.not_equal(ops.cast(labels, "int32"), pad_id), axis=-1)
+    else:
+        real = ops.sum(ops.cast(sample_weight, "float32"), axis=-1) > 0
+    return ops.cast(real, "float32")

@@ -39,7 +39,7 @@ from keras import ops
 from keras_hsum.layers.input_checks import check_model_features
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.models.first_call import call_without_unbuilt_warnings
-from keras_hsum.models.reinforce import reference_weights
+from keras_hsum.models.losses import reference_weights
 
 PAD_ID = 0
 BOS_ID = 2
@@ -60,7 +60,7 @@ class Summarizer(keras.Model):
 
     @property
     def sequence_objective(self):
-        """An optional sequence-level training term (`keras_hsum.models.
+        """An optional sequence-level training term (`keras_hsum.decoding.
         ReinforceObjective`) that `compute_loss` adds while training. Not
         part of the config: a saved model reloads without it."""
         return self.__dict__.get("_sequence_objective")

@@ -47,9 +47,9 @@ from keras_hsum.data.reader import one_example_per_reference
 from keras_hsum.data.reader import read_examples
 from keras_hsum.data.vocabulary import Vocabulary
 from keras_hsum.data.vocabulary import corpus_sentences
+from keras_hsum.decoding.reinforce import ReinforceObjective
 from keras_hsum.decoding.sampling import Sampling
 from keras_hsum.models.losses import LabelSmoothedCrossEntropy
-from keras_hsum.models.reinforce import ReinforceObjective
 from keras_hsum.training.callbacks import AveragedWeightsForValidation
 from keras_hsum.training.callbacks import EpochCheckpoint
 from keras_hsum.training.callbacks import NonFiniteLossGuard

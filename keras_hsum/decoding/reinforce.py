@@ -62,10 +62,11 @@ import dataclasses
 
 from keras import ops
 
-from keras_hsum.decoding.beam_search import _model_search
+from keras_hsum.decoding.beam_search import model_search
 from keras_hsum.decoding.mbr import pairwise_rouge_n
 from keras_hsum.decoding.sampling import Sampling
 from keras_hsum.decoding.terms import TokenBlocking
+from keras_hsum.models.losses import reference_weights
 
 
 def rouge_rewards(samples, lengths, reference, *, eos_id, pad_id=0, orders=(1, 2)):
@@ -122,16 +123,6 @@ def leave_one_out_advantages(rewards):
     total = ops.sum(rewards, axis=-1, keepdims=True)
     baseline = (total - rewards) / ops.cast(K - 1, "float32")
     return rewards - baseline
-
-
-def reference_weights(labels, sample_weight=None, pad_id=0):
-    """float32 [B]: 1 for the examples with a reference token, else 0 (from
-    the label mask `sample_weight` [B,S] when given, else from `labels`)."""
-    if sample_weight is None:
-        real = ops.any(ops.not_equal(ops.cast(labels, "int32"), pad_id), axis=-1)
-    else:
-        real = ops.sum(ops.cast(sample_weight, "float32"), axis=-1) > 0
-    return ops.cast(real, "float32")
 
 
 def sequence_log_probs(model, inputs, samples, lengths, training=True):
@@ -252,7 +243,7 @@ class ReinforceObjective:
         # scored by teacher forcing on another input than it was drawn
         # from (a pad id is masked as padding there).
         blocking = [TokenBlocking(sorted({int(model.pad_id), int(model.bos_id)}))]
-        result = _model_search(
+        result = model_search(
             model, encoder_inputs, self.num_samples, length, blocking, None, None, False,
             self.sampling, step, first_row,
         )

@@ -1,4 +1,4 @@
-"""Sequence-level training on a ROUGE reward (`keras_hsum.models.ReinforceObjective`).
+"""Sequence-level training on a ROUGE reward (`keras_hsum.decoding.ReinforceObjective`).
 
 References: ROUGE-N F1 counted with `collections.Counter` (rouge-score's
 clipped n-gram overlap, on ids), the leave-one-out baseline written as a
@@ -15,16 +15,16 @@ import numpy as np
 import pytest
 from keras import ops
 
+from keras_hsum.decoding import ReinforceObjective
 from keras_hsum.decoding import Sampling
 from keras_hsum.decoding import TokenBlocking
 from keras_hsum.decoding import sample_search
+from keras_hsum.decoding.reinforce import leave_one_out_advantages
+from keras_hsum.decoding.reinforce import rouge_rewards
+from keras_hsum.decoding.reinforce import sequence_log_probs
 from keras_hsum.models import FlatTransformer
 from keras_hsum.models import LabelSmoothedCrossEntropy
 from keras_hsum.models import ParallelHierarchicalTransformer
-from keras_hsum.models import ReinforceObjective
-from keras_hsum.models.reinforce import leave_one_out_advantages
-from keras_hsum.models.reinforce import rouge_rewards
-from keras_hsum.models.reinforce import sequence_log_probs
 from keras_hsum.models.summarizer import _draw_stream
 
 V = 40
