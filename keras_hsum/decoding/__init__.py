@@ -9,7 +9,9 @@ of a beam; `mbr_rerank` reorders hypotheses or samples by minimum Bayes
 risk (expected ROUGE against the others). Score terms
 (`keras_hsum.decoding.terms`) compose as a list. `compress_paragraphs` is
 PHT's paragraph compression (§7). `ReinforceObjective` trains a
-`Summarizer` on the ROUGE of its own in-graph samples (REINFORCE).
+`Summarizer` on the ROUGE of its own in-graph samples (REINFORCE);
+`SearchOptions` is a whole decoding policy (search, terms, MBR) as one
+value, the one exported models run.
 """
 
 from keras_hsum.decoding.beam_search import beam_search
@@ -22,6 +24,7 @@ from keras_hsum.decoding.mbr import pairwise_rouge_n
 from keras_hsum.decoding.paragraph_compression import compress_paragraphs
 from keras_hsum.decoding.reinforce import ReinforceObjective
 from keras_hsum.decoding.sampling import Sampling
+from keras_hsum.decoding.search_options import SearchOptions
 from keras_hsum.decoding.terms import AttentionAlignment
 from keras_hsum.decoding.terms import CoveragePenalty
 from keras_hsum.decoding.terms import ExtractiveAlignment
@@ -46,6 +49,7 @@ __all__ = [
     "ReinforceObjective",
     "Sampling",
     "ScoreTerm",
+    "SearchOptions",
     "StructuralCoverage",
     "TokenBlocking",
     "beam_search",
