@@ -2,6 +2,7 @@
 
 from keras import ops
 
+from keras_hsum.features import PARAGRAPH_FEATURES
 from keras_hsum.layers.input_checks import check_dims
 from keras_hsum.layers.input_checks import check_rank
 
@@ -20,8 +21,8 @@ def compress_paragraphs(inputs, eta_hat, keep, keys=None, pair_keys=("graph",)):
         eta_hat: float [B,P], η̂ (or any paragraph score: higher is kept).
         keep: int s <= P.
         keys: the entries gathered along axis 1; default the paragraph
-            features of the data pipeline (`PARAGRAPH_FEATURES` of
-            `keras_hsum.models.paragraph_ranker`: tokens, token_mask,
+            features of the data pipeline (`keras_hsum.features.
+            PARAGRAPH_FEATURES`: tokens, token_mask,
             paragraph_mask, document_ids, ...) present in `inputs`. Target
             entries (`decoder_tokens`, `target_mask`, ...) are never chosen
             by default, even when S happens to equal P.
@@ -38,9 +39,6 @@ def compress_paragraphs(inputs, eta_hat, keep, keys=None, pair_keys=("graph",)):
         >>> batch = compress_paragraphs(batch, eta_hat, keep=20)
     """
     if keys is None:
-        # Imported here: keras_hsum.models imports the decoding package.
-        from keras_hsum.models.paragraph_ranker import PARAGRAPH_FEATURES
-
         keys = PARAGRAPH_FEATURES
     eta_hat = ops.cast(eta_hat, "float32")
     check_rank("compress_paragraphs", "eta_hat", eta_hat.shape, 2, "[B,P]")

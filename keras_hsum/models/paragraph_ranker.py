@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_hsum.features import PARAGRAPH_FEATURES
 from keras_hsum.layers.input_checks import check_dims
 from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.input_checks import check_model_features
@@ -267,18 +268,6 @@ def rerank_paragraphs(scores, paragraph_mask):
     key = ops.where(mask, scores, floor)
     _, indices = ops.top_k(key, k=ops.shape(scores)[1], sorted=True)
     return ops.cast(indices, "int32")
-
-
-PARAGRAPH_FEATURES = (
-    "tokens",
-    "token_mask",
-    "paragraph_mask",
-    "document_ids",
-    "paragraph_index",
-    "rank_score",
-    "ranker_targets",
-    "graph",
-)
 
 
 def take_paragraphs(features, indices, names=PARAGRAPH_FEATURES):
