@@ -5,8 +5,8 @@ from keras import ops
 
 from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.masking import as_bool_mask
+from keras_hsum.models.flat_memory_summarizer import FlatMemorySummarizer
 from keras_hsum.models.summarizer import required
-from keras_hsum.models.transformer_summary_decoder import FlatMemorySummarizer
 
 
 @keras.saving.register_keras_serializable(package="keras_hsum")

@@ -4,9 +4,9 @@ import keras
 from keras import ops
 
 from keras_hsum.layers.input_checks import check_hyperparameters
+from keras_hsum.models.flat_memory_summarizer import FlatMemorySummarizer
 from keras_hsum.models.summarizer import optional_mask
 from keras_hsum.models.summarizer import required
-from keras_hsum.models.transformer_summary_decoder import FlatMemorySummarizer
 
 
 @keras.saving.register_keras_serializable(package="keras_hsum")

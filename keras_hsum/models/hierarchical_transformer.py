@@ -15,8 +15,8 @@ from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import masked_softmax
 from keras_hsum.layers.token_shift import TokenShift
 from keras_hsum.models.copying import make_copy_layers
+from keras_hsum.models.flat_memory_summarizer import FlatMemorySummarizer
 from keras_hsum.models.summarizer import required
-from keras_hsum.models.transformer_summary_decoder import FlatMemorySummarizer
 
 LOCAL = "L"
 GLOBAL = "G"

@@ -26,10 +26,10 @@ from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.snippet_gate import SnippetGate
 from keras_hsum.layers.snippet_scorer import SnippetScorer
+from keras_hsum.models.flat_memory_summarizer import FlatMemorySummarizer
 from keras_hsum.models.summarizer import Summarizer
 from keras_hsum.models.summarizer import decoder_padding_mask
 from keras_hsum.models.summarizer import required
-from keras_hsum.models.transformer_summary_decoder import FlatMemorySummarizer
 
 
 def extractive_loss(scores, labels, mask):
