@@ -410,3 +410,45 @@ class EpochCheckpoint(keras.callbacks.Callback):
                 {"value": float(value), "epoch": epoch + 1, "monitor": self.monitor,
                  "step": int(np.asarray(self.model.optimizer.iterations))},
             )
+
+
+def read_history(out):
+    """The run folder's `history.json` (one entry per epoch), or no epochs."""
+    path = os.path.join(out, "history.json")
+    if os.path.exists(path):
+        with open(path) as file:
+            return json.load(file)
+    return {"epochs": []}
+
+
+class HistoryWriter(keras.callbacks.Callback):
+    """Writes `history.json` in `out` at every epoch end: the epoch, its
+    optimizer step, the training seconds summed over resumed runs and the
+    logs, one entry per step (atomically, through a `.tmp` file)."""
+
+    def __init__(self, out):
+        super().__init__()
+        self.out = out
+        self.history = read_history(out)
+        # "seconds" is training time summed over resumed runs (time lost to
+        # a crash after the last epoch end is not counted).
+        epochs = self.history["epochs"]
+        self._offset = epochs[-1]["seconds"] if epochs else 0.0
+        self._start = time.monotonic()
+
+    def on_epoch_end(self, epoch, logs=None):
+        seconds = self._offset + time.monotonic() - self._start
+        entry = {"epoch": epoch + 1, "seconds": seconds}
+        entry["step"] = int(self.model.optimizer.iterations.numpy())
+        entry.update({key: float(value) for key, value in (logs or {}).items()})
+        # Entries are keyed by step: an epoch a time budget cut short keeps
+        # its entry (`best.json` may point at it) when a resumed run
+        # completes that epoch under the same number.
+        self.history["epochs"] = sorted(
+            [e for e in self.history["epochs"] if e["step"] != entry["step"]] + [entry],
+            key=lambda e: e["step"],
+        )
+        path = os.path.join(self.out, "history.json")
+        with open(f"{path}.tmp", "w") as file:
+            json.dump(self.history, file, indent=1)
+        os.replace(f"{path}.tmp", path)

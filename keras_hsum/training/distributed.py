@@ -46,14 +46,14 @@ import numpy as np
 import tensorflow as tf
 
 from keras_hsum.training.callbacks import EpochCheckpoint
+from keras_hsum.training.callbacks import HistoryWriter
 from keras_hsum.training.callbacks import NonFiniteLossGuard
 from keras_hsum.training.callbacks import TimeBudget
 from keras_hsum.training.callbacks import TrainingBackup
 from keras_hsum.training.callbacks import averaged_weights
 from keras_hsum.training.callbacks import finalize_averaged_weights
+from keras_hsum.training.callbacks import read_history
 from keras_hsum.training.trainer import TrainResult
-from keras_hsum.training.trainer import _history
-from keras_hsum.training.trainer import _HistoryWriter
 from keras_hsum.training.trainer import build_compiled_model
 from keras_hsum.training.trainer import make_strategy
 from keras_hsum.training.trainer import warm_start
@@ -341,7 +341,7 @@ def custom_fit(
             NonFiniteLossGuard(),
             EpochCheckpoint(write_dir, monitor=config.checkpoint_monitor,
                             keep_epochs=config.keep_epoch_checkpoints),
-            _HistoryWriter(write_dir),
+            HistoryWriter(write_dir),
             # Last: the epoch-end backup commits the epoch (see the trainer).
             TrainingBackup(
                 os.path.join(write_dir, "backup"), config.backup_every_steps,
@@ -401,7 +401,7 @@ def custom_fit(
         finalize_averaged_weights(model)
 
         history = {}
-        for entry in _history(write_dir)["epochs"]:
+        for entry in read_history(write_dir)["epochs"]:
             for key, value in entry.items():
                 history.setdefault(key, []).append(value)
         return TrainResult(

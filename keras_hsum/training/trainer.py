@@ -32,7 +32,6 @@ import glob
 import json
 import os
 import shutil
-import time
 import warnings
 
 import keras
@@ -52,12 +51,14 @@ from keras_hsum.decoding.sampling import Sampling
 from keras_hsum.models.losses import LabelSmoothedCrossEntropy
 from keras_hsum.training.callbacks import AveragedWeightsForValidation
 from keras_hsum.training.callbacks import EpochCheckpoint
+from keras_hsum.training.callbacks import HistoryWriter as _HistoryWriter
 from keras_hsum.training.callbacks import NonFiniteLossGuard
 from keras_hsum.training.callbacks import TimeBudget
 from keras_hsum.training.callbacks import TrainingBackup
 from keras_hsum.training.callbacks import check_checkpoint_monitor
 from keras_hsum.training.callbacks import finalize_averaged_weights
 from keras_hsum.training.callbacks import keep_training_weights_after_fit
+from keras_hsum.training.callbacks import read_history as _history
 from keras_hsum.training.checkpoints import check_checkpoint_name
 from keras_hsum.training.checkpoints import checkpoint_files
 from keras_hsum.training.checkpoints import load_checkpoint_weights
@@ -578,43 +579,6 @@ def _trained_anything(out):
         return True
     backup = os.path.join(out, "backup")
     return os.path.isdir(backup) and bool(os.listdir(backup))
-
-
-def _history(out):
-    path = os.path.join(out, "history.json")
-    if os.path.exists(path):
-        with open(path) as file:
-            return json.load(file)
-    return {"epochs": []}
-
-
-class _HistoryWriter(keras.callbacks.Callback):
-    def __init__(self, out):
-        super().__init__()
-        self.out = out
-        self.history = _history(out)
-        # "seconds" is training time summed over resumed runs (time lost to
-        # a crash after the last epoch end is not counted).
-        epochs = self.history["epochs"]
-        self._offset = epochs[-1]["seconds"] if epochs else 0.0
-        self._start = time.monotonic()
-
-    def on_epoch_end(self, epoch, logs=None):
-        seconds = self._offset + time.monotonic() - self._start
-        entry = {"epoch": epoch + 1, "seconds": seconds}
-        entry["step"] = int(self.model.optimizer.iterations.numpy())
-        entry.update({key: float(value) for key, value in (logs or {}).items()})
-        # Entries are keyed by step: an epoch a time budget cut short keeps
-        # its entry (`best.json` may point at it) when a resumed run
-        # completes that epoch under the same number.
-        self.history["epochs"] = sorted(
-            [e for e in self.history["epochs"] if e["step"] != entry["step"]] + [entry],
-            key=lambda e: e["step"],
-        )
-        path = os.path.join(self.out, "history.json")
-        with open(f"{path}.tmp", "w") as file:
-            json.dump(self.history, file, indent=1)
-        os.replace(f"{path}.tmp", path)
 
 
 def train(
