@@ -18,7 +18,7 @@ Usage:
     python benchmarks/quality.py choose_epoch RUN          # a kept epoch's weights, likewise
     python benchmarks/quality.py choose_average RUN        # a mean of kept epochs, likewise
     python benchmarks/quality.py choose_ensemble RUN       # an ensemble of kept epochs, likewise
-    python benchmarks/quality.py table                     # -> results/quality*.md, README
+    python benchmarks/quality.py table                     # -> results/quality*.md, docs/results.md, README
     python benchmarks/quality.py rescore DATASET [--references max_rouge1]  # a diagnosis
     python benchmarks/quality.py all                       # every step above
 
@@ -2221,13 +2221,14 @@ def table():
     text = "\n".join(lines)
     with open(os.path.join(os.path.dirname(RESULTS), "quality.md"), "w", encoding="utf-8") as f:
         f.write(text)
-    _replace_between_markers(os.path.join(ROOT, "README.md"), text)
+    _replace_between_markers(RESULTS_DOC, text)
     targets_text = targets(stored)
     with open(os.path.join(os.path.dirname(RESULTS), "quality_targets.md"), "w",
               encoding="utf-8") as f:
         f.write(targets_text)
-    _replace_between_markers(os.path.join(ROOT, "README.md"), targets_text,
-                             TARGETS_BEGIN, TARGETS_END)
+    _replace_between_markers(RESULTS_DOC, targets_text, TARGETS_BEGIN, TARGETS_END)
+    _replace_between_markers(os.path.join(ROOT, "README.md"), target_summary(targets_text),
+                             SUMMARY_BEGIN, SUMMARY_END)
     print(text)
     print(targets_text)
     return summary
@@ -2277,7 +2278,11 @@ TARGET_ROWS = {
 }
 
 EXTRACTIVE_RECIPES = ("shte",)
+# The full target table and the table of every row live in docs/results.md;
+# the README shows the target table without its "how it came about" column.
+RESULTS_DOC = os.path.join(ROOT, "docs", "results.md")
 TARGETS_BEGIN, TARGETS_END = "<!-- quality targets: begin -->", "<!-- quality targets: end -->"
+SUMMARY_BEGIN, SUMMARY_END = "<!-- quality summary: begin -->", "<!-- quality summary: end -->"
 
 
 def recipe_of(system):
@@ -2348,6 +2353,19 @@ def targets(stored=None):
     return "\n".join(lines)
 
 
+def target_summary(targets_text):
+    """The README's table: the rows of the target table (`targets()`) without
+    their third column, "how it came about" (docs/results.md has it), and
+    without the count line."""
+    lines = []
+    for line in targets_text.splitlines():
+        if not line.startswith("|"):
+            continue
+        cells = line.strip("|").split("|")
+        lines.append("|" + "|".join(cells[:2] + cells[3:]) + "|")
+    return "\n".join(lines) + "\n"
+
+
 # Rows whose recipe reads sections (discourse; PHT packing per section)
 # evaluated before stop 40, on datasets with several sections per document:
 # their papers and meetings were served as one section each (the text
@@ -2364,8 +2382,8 @@ BEGIN, END = "<!-- quality table: begin -->", "<!-- quality table: end -->"
 
 
 def _replace_between_markers(path, text, begin=BEGIN, end=END):
-    """Puts `text` between the README's `begin` and `end` markers (if present);
-    by default the quality-table markers."""
+    """Puts `text` between the `begin` and `end` markers of the markdown file
+    at `path` (if present); by default the quality-table markers."""
     with open(path, encoding="utf-8") as handle:
         readme = handle.read()
     if begin not in readme or end not in readme:

@@ -1,11 +1,14 @@
-"""The README's target table says what the stored reports say.
+"""The target tables of docs/results.md and the README say what the stored reports say.
 
 `benchmarks/quality.py table` writes the table of the rows that decide the
 issue's target (each against TextRank, with paired bootstrap intervals)
-between two markers in the README. These tests regenerate it from the
-reports in benchmarks/results/quality/ and compare, and check its verdicts
-and differences against the reports' per-example scores, recomputed here
-with numpy (not through the aggregates the table reads).
+between two markers in docs/results.md, the same rows without their "how it
+came about" column between two markers in the README, and the table of every
+row between two more in docs/results.md. These tests regenerate the target
+table from the reports in benchmarks/results/quality/ and compare, check
+that the README's rows are the document's, cell for cell, and check the
+verdicts and differences against the reports' per-example scores,
+recomputed here with numpy (not through the aggregates the table reads).
 """
 
 import importlib.util
@@ -38,14 +41,37 @@ def _report(quality, dataset, system):
         return json.load(f)
 
 
-def test_readme_target_table_is_regenerated_from_the_stored_reports(quality):
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
-        readme = handle.read()
-    in_readme = _between(readme, quality.TARGETS_BEGIN, quality.TARGETS_END)
-    assert in_readme.strip() == quality.targets().strip()
-    with open(os.path.join(ROOT, "benchmarks", "results", "quality_targets.md"),
-              encoding="utf-8") as handle:
-        assert handle.read().strip() == in_readme.strip()
+def _read(*parts):
+    with open(os.path.join(ROOT, *parts), encoding="utf-8") as handle:
+        return handle.read()
+
+
+def _rows(table):
+    return [[cell.strip() for cell in line.strip().strip("|").split("|")]
+            for line in table.splitlines() if line.startswith("|")]
+
+
+def test_target_table_is_regenerated_from_the_stored_reports(quality):
+    in_doc = _between(_read("docs", "results.md"), quality.TARGETS_BEGIN, quality.TARGETS_END)
+    assert in_doc.strip() == quality.targets().strip()
+    assert _read("benchmarks", "results", "quality_targets.md").strip() == in_doc.strip()
+
+
+def test_readme_shows_the_target_rows_of_the_results_document(quality):
+    """The README's table: the same rows and figures, less the column that
+    says how each row came about (the third)."""
+    in_readme = _rows(_between(_read("README.md"), quality.SUMMARY_BEGIN, quality.SUMMARY_END))
+    in_doc = _rows(_between(_read("docs", "results.md"), quality.TARGETS_BEGIN, quality.TARGETS_END))
+    assert in_doc[0][2] == "how it came about"
+    assert in_readme == [row[:2] + row[3:] for row in in_doc]
+    assert len(in_readme) == 2 + sum(len(rows) for rows in quality.TARGET_ROWS.values())
+
+
+def test_results_document_holds_the_stored_table_of_every_row(quality):
+    in_doc = _between(_read("docs", "results.md"), quality.BEGIN, quality.END)
+    assert in_doc.strip() == _read("benchmarks", "results", "quality.md").strip()
+    for dataset in quality.TARGET_ROWS:
+        assert f"### {dataset} (" in in_doc
 
 
 def test_every_deciding_row_was_declared_and_scored(quality):
