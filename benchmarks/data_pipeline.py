@@ -20,7 +20,7 @@ batches/s ÷ training steps/s. Replace the stand-in by the tiny recipes once
 they exist.
 
 `--structurer` times the serving side instead: the in-graph
-`keras_hsum.export.preprocessing.TextStructurer` on ONE document without a
+`keras_hsum.data.structurer.TextStructurer` on ONE document without a
 blank line (one paragraph) of 100 KB, 300 KB and 1 MB, built from the
 bundled real text, for the families the recipes serve, and prints
 time(1 MB) / time(100 KB): linear time gives 10×, the target is ≤ 15×
@@ -282,7 +282,7 @@ def measure_structurer(args):
     import recipes
     from keras_hsum.data.corpora import sample_path
     from keras_hsum.data.corpora import sample_tokenizer_path
-    from keras_hsum.export.preprocessing import TextStructurer
+    from keras_hsum.data.structurer import TextStructurer
 
     vocabulary = Vocabulary.load(sample_tokenizer_path())
     examples = read_examples(sample_path("qmsum_general", "train"))

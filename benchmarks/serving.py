@@ -93,7 +93,7 @@ def latency_main(args):
     import tensorflow as tf
 
     from keras_hsum.export.cli import load_run
-    from keras_hsum.export.preprocessing import TextStructurer
+    from keras_hsum.data.structurer import TextStructurer
     from keras_hsum.export.serving import SearchOptions
     from keras_hsum.export.serving import SummarizerModule
 

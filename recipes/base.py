@@ -89,13 +89,13 @@ class RecipeConfig:
             strategy each replica draws its rows' samples of the global
             batch, as one device does.
         reinforce_samples: K >= 2 samples per example.
-        resplit_sentences: split every paragraph of the corpus again with
-            `keras_hsum.data.split_sentences` before structuring, as the
-            exported SavedModel splits the text it serves. False (the
-            default, and every row of the README's tables) keeps the
-            corpus' own sentences, which can differ from ours (51 of the
-            101 bundled scisummnet validation paragraphs); rows packed at
-            sentence boundaries then differ between training and serving.
+        resplit_sentences: no longer changes anything, kept so that run
+            folders written before it read back. Training now structures
+            the text with the SavedModel's own `TextStructurer`, which
+            always splits sentences with `split_sentences` (what True
+            did); the rows of the README's tables were trained with the
+            corpus' own sentences (False), which differ from ours in 51 of
+            the 101 bundled scisummnet validation paragraphs.
         seed: shuffling and initialisation seed.
     """
 
@@ -168,6 +168,5 @@ def batches(
         drop_remainder=training,
         cache=cache,
         max_examples=max_examples,
-        resplit_sentences=config.resplit_sentences,
         **structure,
     )

@@ -1,7 +1,8 @@
 """TF-only data layer: reading, vocabularies, structuring, labels, tf.data.
 
 The pure-Python parts are imported here; `make_dataset` and the rest of
-`keras_hsum.data.pipeline` (which import TensorFlow) load on first use.
+`keras_hsum.data.pipeline`, and `TextStructurer` (which import TensorFlow)
+load on first use.
 """
 
 from keras_hsum.data.corpora import corpus_path
@@ -48,6 +49,10 @@ _PIPELINE = (
 
 
 def __getattr__(name):
+    if name == "TextStructurer":
+        from keras_hsum.data.structurer import TextStructurer
+
+        return TextStructurer
     if name in _PIPELINE:
         from keras_hsum.data import pipeline
 

@@ -2,10 +2,12 @@
 
 One function, `make_dataset`, feeds training, evaluation and the
 benchmarks. It streams examples (`read_examples` on a file or folder, or an
-iterable of `Example`), structures each one for a model family
-(`keras_hsum.data.structure`), optionally adds the decoder target and
-"extras" (ranker targets, graphs, proxy labels, ...), and batches them with
-padding:
+iterable of `Example`), renders each one as the plain text a SavedModel
+receives (`render_documents`), structures it for a model family in the
+graph with the SavedModel's own `keras_hsum.data.structurer.TextStructurer`
+(mapped in parallel, order kept), tokenizes the decoder target, optionally
+adds "extras" (ranker targets, graphs, proxy labels, ...), and batches them
+with padding:
 
 | family       | features per batch (besides `target` [B,S])                    |
 |--------------|-----------------------------------------------------------------|
@@ -30,7 +32,12 @@ pads P to `max_units`, S to `max_target_length`, C to the builder's
 shape (XLA/TPU friendly; with `drop_remainder=True` B is static too).
 
 Extras. An extra is a callable `(example, structured) -> dict` of numpy
-arrays (one example, no batch axis) merged into the features. Its signature
+arrays (one example, no batch axis) merged into the features. It runs in
+Python (`tf.py_function`) on the structurer's output: `example` is the
+`Example` without its documents (id, dataset, title, query, summary,
+references), `structured.texts` the text of each kept row (the
+structurer's `unit_texts`) and `structured.features` the example's
+features as numpy arrays; it never structures the text again. Its signature
 (dtype and axes of each array) is taken, in this order, from:
 1. its `feature_spec` attribute (set it with `@declare_features(...)`): a
    dict `name -> (dtype, axes)` or `(dtype, axes, padding_value)`, axes a
@@ -45,8 +52,10 @@ arrays (one example, no batch axis) merged into the features. Its signature
 
 Skipped examples. A line that is not valid JSON/UTF-8/schema, an example
 whose documents hold no token, an example without a summary (when one is
-required), or any other `ValueError` raised while structuring one example
-is skipped and counted in a `PipelineReport`; the other examples go on.
+required), or a `ValueError` raised by an extra on one example is skipped
+and counted in a `PipelineReport`; the other examples go on. The report's
+`truncation` counts examples; the row and token counts of a
+`TruncationReport` come from `keras-hsum structure`.
 With `strict=True` the error is raised instead (inside `make_dataset`, a
 Python error raised by the generator reaches the caller as a
 `tf.errors.InvalidArgumentError` that carries its message).
@@ -64,7 +73,7 @@ from keras_hsum.data import reader as reader_lib
 from keras_hsum.data import structure
 from keras_hsum.data.ranking import rouge2_recall_targets
 
-FAMILIES = tuple(structure.BUILDERS) + ("flat",)
+FAMILIES = ("paragraphs", "sections", "snippets", "sentences", "flat")
 _TOKEN_FEATURES = ("tokens", "context_tokens", "target")
 _AXIS_SYMBOLS = ("P", "T", "S", "C", "N")
 
@@ -353,21 +362,20 @@ def _family_specs(family, include_target, include_ids):
 def _check_arguments(
     family, max_units, max_tokens, family_options, max_target_length, extras
 ):
-    """Validates the arguments; returns (builder, options, extras list)."""
+    """Validates the arguments; returns (family options with defaults, extras)."""
+    from keras_hsum.data.structurer import FAMILY_OPTIONS
+
     if family not in FAMILIES:
         raise ValueError(
             f"Unknown family {family!r}; expected one of {', '.join(FAMILIES)}."
         )
-    builder = structure.build_flat if family == "flat" else structure.BUILDERS[family]
     options = dict(family_options or {})
-    parameters = inspect.signature(builder).parameters
-    fixed = ("example", "vocabulary", "max_units", "max_tokens")
-    allowed = [name for name in parameters if name not in fixed]
+    allowed = sorted(FAMILY_OPTIONS[family])
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise ValueError(
             f"Unknown family_options {unknown} for family {family!r}; "
-            f"{builder.__name__} accepts {allowed or 'none'}."
+            f"it accepts {allowed or 'none'}."
         )
     structure.check_options(options)
     limits = [("max_tokens", max_tokens)]
@@ -384,7 +392,7 @@ def _check_arguments(
                 "Every extra must be a callable (example, structured) -> dict; "
                 f"received {extra!r}."
             )
-    return builder, options, extras
+    return dict(FAMILY_OPTIONS[family], **options), extras
 
 
 def _read(source, report, skip_invalid, unicode_errors):
@@ -424,35 +432,129 @@ def _read(source, report, skip_invalid, unicode_errors):
         yield example
 
 
-def _structure_one(
-    example,
-    vocabulary,
-    family,
-    builder,
-    options,
-    max_units,
-    max_tokens,
-    max_target_length,
-    require_summary,
-    extras,
-):
-    """Structures one example; raises the builder's ValueErrors."""
-    if (require_summary or max_target_length) and not (
-        example.summary and example.summary.strip()
-    ):
-        raise structure.EmptySummaryError(
-            "The summary is empty; a training or evaluation example needs a "
-            "reference summary (pass require_summary=False and no "
-            "max_target_length to structure examples without one)."
+_RAW_SIGNATURE = {
+    "documents": tf.TensorSpec([None], tf.string),
+    "title": tf.TensorSpec([], tf.string),
+    "query": tf.TensorSpec([], tf.string),
+    "summary": tf.TensorSpec([], tf.string),
+    "references": tf.TensorSpec([None], tf.string),
+    "example_id": tf.TensorSpec([], tf.string),
+    "dataset": tf.TensorSpec([], tf.string),
+}
+# Raw examples are structured this many at a time (the structurer is
+# vectorised over a batch), then unbatched.
+_STRUCTURE_CHUNK = 16
+
+
+def _name(extra):
+    return getattr(extra, "__name__", repr(extra))
+
+
+def _raw_examples(source, report, needs_summary, skip_invalid, strict, unicode_errors,
+                  failures):
+    """Yields each readable example as strings: documents rendered as the
+    SavedModel receives them (`render_documents`), title, query, summary,
+    references, id. Counts what it skips into `report`; an error it raises
+    is also appended to `failures` (tf.data turns it into an
+    InvalidArgumentError; `structured_examples` raises the original)."""
+    try:
+        yield from _raw_strings(
+            source, report, needs_summary, skip_invalid, strict, unicode_errors
         )
+    except Exception as error:
+        failures.append(error)
+        raise
+
+
+def _raw_strings(source, report, needs_summary, skip_invalid, strict, unicode_errors):
+    report.passes += 1
+    for example in _read(source, report, skip_invalid and not strict, unicode_errors):
+        if needs_summary and not (example.summary and example.summary.strip()):
+            error = structure.EmptySummaryError(
+                "The summary is empty; a training or evaluation example needs "
+                "a reference summary (pass require_summary=False and no "
+                "max_target_length to structure examples without one)."
+            )
+            if strict:
+                raise error
+            report.count_skip("empty_summary", f"example {example.id!r}: {error}")
+            continue
+        documents = reader_lib.render_documents(example)
+        if not any(document.strip() for document in documents):
+            error = structure.EmptyInputError("The example's documents hold no text.")
+            if strict:
+                raise error
+            report.count_skip("empty_input", f"example {example.id!r}: {error}")
+            continue
+        report.yielded += 1
+        report.truncation.examples += 1
+        yield {
+            "documents": np.asarray(documents or [""], dtype=object),
+            "title": example.title or "",
+            "query": example.query or "",
+            "summary": example.summary or "",
+            "references": np.asarray(list(example.references), dtype=object).reshape(-1),
+            "example_id": example.id,
+            "dataset": example.dataset or "",
+        }
+
+
+def _uncount(report, reason, strict, failures):
+    """A py_function body: one example the reader passed was dropped by the
+    graph (its text held no token, or its summary none)."""
+
+    def uncount(example_id):
+        name = example_id.numpy().decode("utf-8", "replace")
+        message = {
+            "empty_input": "the documents hold no token after tokenisation",
+            "empty_summary": "the summary holds no token after tokenisation",
+        }[reason]
+        if strict:
+            error = (
+                structure.EmptyInputError if reason == "empty_input"
+                else structure.EmptySummaryError
+            )(f"example {name!r}: {message}")
+            failures.append(error)
+            raise error
+        report.yielded -= 1
+        report.truncation.examples -= 1
+        report.count_skip(reason, f"example {name!r}: {message}")
+        return False
+
+    return uncount
+
+
+def _structured_from_tensors(values, family):
+    """One graph-structured example as (`Example` without documents,
+    `Structured`) for the Python extras."""
+
+    def text(value):
+        return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+    texts = [text(t) for t in values["unit_texts"]]
     if family == "flat":
-        structured = builder(example, vocabulary, max_tokens, **options)
-    else:
-        structured = builder(example, vocabulary, max_units, max_tokens, **options)
-    if max_target_length:
-        structured.features["target"] = structure.build_target(
-            example.summary, vocabulary, max_target_length, structured.report
-        )
+        texts = [t for t in texts if t]
+    example = reader_lib.Example(
+        id=text(values["example_id"]),
+        dataset=text(values["dataset"]) or None,
+        title=text(values["title"]) or None,
+        query=text(values["query"]) or None,
+        documents=(),
+        summary=text(values["summary"]),
+        references=tuple(text(r) for r in values["references"]),
+    )
+    features = {
+        name: value
+        for name, value in values.items()
+        if name not in _RAW_SIGNATURE and name != "unit_texts"
+    }
+    return example, structure.Structured(
+        features=features, texts=texts, report=structure.TruncationReport()
+    )
+
+
+def _run_extras(extras, example, structured):
+    """The extras' outputs on one example: a list of (extra, dict)."""
     outputs = []
     for extra in extras:
         values = extra(example, structured)
@@ -461,88 +563,231 @@ def _structure_one(
                 f"Extra {_name(extra)} must return a dict of numpy arrays, "
                 f"returned a {type(values).__name__}."
             )
-        outputs.append((extra, values))
-    return structured, outputs
-
-
-def _name(extra):
-    return getattr(extra, "__name__", repr(extra))
-
-
-def _merge_extras(structured, outputs):
-    """Merges extras' outputs into the features; name clashes are errors."""
-    features = structured.features
-    for extra, values in outputs:
-        for name, value in values.items():
-            if name in features:
+        for name in values:
+            if name in structured.features or any(name in v for _, v in outputs):
                 raise TypeError(
                     f"Extra {_name(extra)} returns feature {name!r}, which "
-                    "already exists (from the builder or another extra); "
+                    "already exists (from the structurer or another extra); "
                     "rename it."
                 )
-            features[name] = np.asarray(value)
+        outputs.append((extra, values))
+    return outputs
+
+
+def _trim(features, family, pad_id):
+    """Cuts the structurer's padded rows (P), tokens (N) and context (C) to
+    the example's own sizes; batching pads them again."""
+    features = dict(features)
+    if family == "flat":
+        length = tf.reduce_sum(tf.cast(features["token_mask"], tf.int32))
+        features["tokens"] = features["tokens"][:length]
+        features["token_mask"] = features["token_mask"][:length]
+        features["unit_texts"] = tf.boolean_mask(
+            features["unit_texts"], tf.not_equal(features["unit_texts"], "")
+        )
+        return features
+    rows = tf.reduce_sum(tf.cast(features["paragraph_mask"], tf.int32))
+    for name in ("tokens", "token_mask", "paragraph_mask", "document_ids",
+                 "unit_texts", "paragraph_index", "rank_score"):
+        if name in features:
+            features[name] = features[name][:rows]
+    if "context_tokens" in features:
+        context = features["context_tokens"]
+        features["context_tokens"] = context[
+            : tf.reduce_sum(tf.cast(tf.not_equal(context, pad_id), tf.int32))
+        ]
     return features
 
 
-def _generate(
-    source,
-    vocabulary,
-    family,
-    max_units,
-    max_tokens,
-    max_target_length,
-    family_options,
-    extras,
-    report,
-    require_summary,
-    skip_invalid,
-    strict,
-    unicode_errors,
-    include_ids,
-    resplit_sentences=False,
+def _structured_dataset(
+    source, vocabulary, family, max_units, max_tokens, max_target_length,
+    options, report, require_summary, skip_invalid, strict, unicode_errors,
+    failures,
 ):
-    """Yields `(example, structured, features, outputs)` per good example.
+    """Unbatched examples, structured in the graph by `TextStructurer`:
+    its features (trimmed to the example's sizes), `unit_texts`, `target`
+    (with `max_target_length`) and the raw strings the extras read."""
+    from keras_hsum.data.structurer import TextStructurer
 
-    `outputs` are the extras' `(extra, dict)` results, already merged into
-    `features`.
-    """
-    builder, options, extras = _check_arguments(
-        family, max_units, max_tokens, family_options, max_target_length, extras
+    structurer = TextStructurer(
+        vocabulary.proto, family, max_units, max_tokens, **options
     )
-    report.passes += 1
-    for example in _read(source, report, skip_invalid and not strict, unicode_errors):
-        if resplit_sentences:
-            example = reader_lib.resplit_sentences(example)
-        try:
-            structured, outputs = _structure_one(
-                example,
-                vocabulary,
-                family,
-                builder,
-                options,
-                max_units,
-                max_tokens,
-                max_target_length,
-                require_summary,
-                extras,
+    needs_summary = bool(require_summary or max_target_length)
+
+    def raw():
+        return _raw_examples(
+            source, report, needs_summary, skip_invalid, strict, unicode_errors,
+            failures,
+        )
+
+    dataset = tf.data.Dataset.from_generator(raw, output_signature=_RAW_SIGNATURE)
+
+    def structure_chunk(chunk):
+        features = structurer(
+            chunk["documents"].to_tensor(default_value=""),
+            title=chunk["title"],
+            query=chunk["query"],
+        )
+        out = dict(chunk)
+        out.update(features)
+        if max_target_length:
+            ids = structurer.tokenize(chunk["summary"])
+            count = ids.nrows()
+            edge = tf.ones([count, 1], tf.int32)
+            out["target"] = tf.concat(
+                [
+                    tf.RaggedTensor.from_tensor(edge * vocabulary.bos_id),
+                    tf.cast(ids[:, : max_target_length - 2], tf.int32),
+                    tf.RaggedTensor.from_tensor(edge * vocabulary.eos_id),
+                ],
+                axis=1,
             )
+            out["summary_tokens_count"] = tf.cast(ids.row_lengths(), tf.int32)
+        return out
+
+    dataset = (
+        dataset.ragged_batch(_STRUCTURE_CHUNK)
+        .map(structure_chunk, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        .unbatch()
+    )
+    mask = "token_mask" if family == "flat" else "paragraph_mask"
+    count_empty_input = _uncount(report, "empty_input", strict, failures)
+    count_empty_summary = _uncount(report, "empty_summary", strict, failures)
+
+    def keep(example):
+        has_input = tf.reduce_any(example[mask])
+        kept = tf.cond(
+            has_input,
+            lambda: tf.constant(True),
+            lambda: tf.py_function(count_empty_input, [example["example_id"]], tf.bool),
+        )
+        if max_target_length:
+            has_summary = example["summary_tokens_count"] > 0
+            kept = kept & tf.cond(
+                has_summary | ~has_input,
+                lambda: tf.constant(True),
+                lambda: tf.py_function(
+                    count_empty_summary, [example["example_id"]], tf.bool
+                ),
+            )
+        return tf.reshape(kept, [])
+
+    def finish(example):
+        example = dict(example)
+        example.pop("summary_tokens_count", None)
+        return _trim(example, family, vocabulary.pad_id)
+
+    return dataset.filter(keep).map(
+        finish, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
+    )
+
+
+def _with_extras(dataset, extras, names, specs, family, max_tokens, report, strict,
+                 failures):
+    """Adds the extras' arrays (`names`), computed in Python from the
+    structurer's output (`tf.py_function`); an extra's ValueError skips the
+    example."""
+    if not extras:
+        return dataset
+    dtypes = [tf.as_dtype(specs[name].dtype) for name in names]
+    keys = sorted(dataset.element_spec)
+
+    def row(*tensors):
+        values = {key: tensor.numpy() for key, tensor in zip(keys, tensors)}
+        example, structured = _structured_from_tensors(values, family)
+        try:
+            outputs = _run_extras(extras, example, structured)
         except ValueError as error:
             if strict:
                 raise
-            if isinstance(error, structure.EmptyInputError):
-                reason = "empty_input"
-            elif isinstance(error, structure.EmptySummaryError):
-                reason = "empty_summary"
-            else:
-                reason = "other_errors"
-            report.count_skip(reason, f"example {example.id!r}: {error}")
-            continue
-        features = _merge_extras(structured, outputs)
-        if include_ids:
-            features["example_id"] = np.asarray(example.id, dtype=object)
-        report.truncation.merge(structured.report)
-        report.yielded += 1
-        yield example, structured, features, outputs
+            report.yielded -= 1
+            report.truncation.examples -= 1
+            report.count_skip("other_errors", f"example {example.id!r}: {error}")
+            return [np.asarray(False)] + [
+                np.zeros([0] * len(specs[name].axes), specs[name].dtype.name)
+                for name in names
+            ]
+        merged = {}
+        for _, values_out in outputs:
+            merged.update(values_out)
+        rows = len(structured.texts) if family != "flat" else None
+        merged = _conform(merged, {n: specs[n] for n in names}, max_tokens, rows)
+        return [np.asarray(True)] + [merged[name] for name in names]
+
+    def run(*tensors):
+        try:
+            return row(*tensors)
+        except Exception as error:
+            failures.append(error)
+            raise
+
+    def add(example):
+        results = tf.py_function(
+            run, [example[key] for key in keys], [tf.bool] + dtypes
+        )
+        example = dict(example)
+        example["_extras_ok"] = tf.reshape(results[0], [])
+        for name, value in zip(names, results[1:]):
+            value.set_shape([None] * len(specs[name].axes))
+            example[name] = value
+        return example
+
+    def ok(example):
+        return example["_extras_ok"]
+
+    def drop_flag(example):
+        example = dict(example)
+        example.pop("_extras_ok")
+        return example
+
+    return (
+        dataset.map(add, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        .filter(ok)
+        .map(drop_flag)
+    )
+
+
+def _prepared(
+    source, vocabulary, family, max_units, max_tokens, max_target_length,
+    family_options, extras, report, require_summary, skip_invalid, strict,
+    unicode_errors, include_ids,
+):
+    """(unbatched dataset of one signature, specs): the whole per-example
+    pipeline shared by `make_dataset` and `structured_examples`."""
+    options, extras = _check_arguments(
+        family, max_units, max_tokens, family_options, max_target_length, extras
+    )
+    arguments = (
+        source, vocabulary, family, max_units, max_tokens, max_target_length,
+        options,
+    )
+    specs = _family_specs(family, bool(max_target_length), include_ids)
+    for extra in extras:
+        for name, spec in getattr(extra, "feature_spec", {}).items():
+            specs[name] = spec
+    names = [name for extra in extras for name in getattr(extra, "feature_spec", {})]
+    undeclared = [extra for extra in extras if not hasattr(extra, "feature_spec")]
+    if undeclared:
+        inferred = _infer_extra_specs(
+            undeclared, arguments, require_summary, unicode_errors
+        )
+        specs.update(inferred)
+        names += list(inferred)
+    failures = []
+    dataset = _structured_dataset(
+        *arguments, report, require_summary, skip_invalid, strict, unicode_errors,
+        failures,
+    )
+    dataset = _with_extras(
+        dataset, extras, names, specs, family, max_tokens, report, strict, failures
+    )
+    kept = set(specs)
+
+    def select(example):
+        return {name: example[name] for name in kept}
+
+    dataset = dataset.map(select, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return dataset, specs, options, failures
 
 
 def structured_examples(
@@ -560,9 +805,13 @@ def structured_examples(
     strict=False,
     unicode_errors="strict",
     include_ids=False,
-    resplit_sentences=False,
 ):
     """Streams the features of each example, structured for one family.
+
+    The per-example stage of `make_dataset`: every example's documents are
+    rendered as plain text (`render_documents`) and structured in the graph
+    by `keras_hsum.data.structurer.TextStructurer`, the structurer the
+    exported SavedModel runs, so training reads what serving computes.
 
     Args:
         source: a corpus path (a JSONL/text file or a folder of them, read
@@ -575,10 +824,14 @@ def structured_examples(
             `"flat"`).
         max_target_length: S; when given, adds `target` int32 [s] (BOS,
             summary ids, EOS; s <= S).
-        family_options: keyword arguments of the family's builder, e.g.
+        family_options: the family's options, e.g.
             `{"rank": "order", "pack": "section"}` for `"paragraphs"`.
         extras: callables `(example, structured) -> dict of numpy arrays`
-            merged into the features (e.g. `ranker_targets`).
+            merged into the features (e.g. `ranker_targets`). They run in
+            Python on the structurer's output: `example` is the `Example`
+            without its documents (id, title, query, summary, references),
+            `structured.texts` the text of each kept row and
+            `structured.features` the example's features as numpy.
         report: a `PipelineReport` that receives the counts.
         require_summary: skip (and count) examples without a summary.
         skip_invalid: skip (and count) invalid lines of a corpus file; when
@@ -587,72 +840,66 @@ def structured_examples(
         unicode_errors: `"strict"` (lines with invalid UTF-8 are invalid)
             or `"replace"` (keep them with U+FFFD).
         include_ids: add `example_id`, the example's id (0-d object array).
-        resplit_sentences: split every paragraph again with
-            `split_sentences` before structuring
-            (`keras_hsum.data.resplit_sentences`), as the SavedModel splits
-            the text it serves, instead of keeping the corpus' sentences.
 
     Yields:
         One dict of numpy arrays per good example, without batch axis:
         `tokens` int32 [P,T], `token_mask` bool [P,T], `paragraph_mask`
         bool [P], `document_ids` int32 [P] (`tokens`/`token_mask` [N] for
-        `"flat"`), the family's extras (see `keras_hsum.data.structure`),
-        `target` int32 [s] and the extras' arrays.
+        `"flat"`), the family's extras (see `make_dataset`), `target`
+        int32 [s] and the extras' arrays.
 
     Raises:
         ValueError: for an unknown family, bad limits or family options
             (before the first example is read).
     """
     report = report if report is not None else PipelineReport()
-    for _, _, features, _ in _generate(
-        source,
-        vocabulary,
-        family,
-        max_units,
-        max_tokens,
-        max_target_length,
-        family_options,
-        extras,
-        report,
-        require_summary,
-        skip_invalid,
-        strict,
-        unicode_errors,
-        include_ids,
-        resplit_sentences,
-    ):
-        yield features
+    dataset, specs, _, failures = _prepared(
+        source, vocabulary, family, max_units, max_tokens, max_target_length,
+        family_options, extras, report, require_summary, skip_invalid, strict,
+        unicode_errors, include_ids,
+    )
+    iterator = dataset.as_numpy_iterator()
+    while True:
+        try:
+            example = next(iterator)
+        except StopIteration:
+            return
+        except tf.errors.InvalidArgumentError:
+            if failures:  # a Python error inside the pipeline: raise it as is
+                raise failures[0] from None
+            raise
+        if include_ids:
+            example["example_id"] = np.asarray(
+                example["example_id"].decode("utf-8"), dtype=object
+            )
+        yield example
 
 
-def _infer_extra_specs(extras, first):
-    """Specs of undeclared extras from their outputs on the first example."""
-    if first is None:
-        raise ValueError(
-            "Cannot infer the signature of undeclared extras: the source "
-            "holds no example that structures. Check the source (see the "
-            "PipelineReport) or declare the extras with @declare_features."
-        )
-    structured, outputs = first
-    rows = None
-    if "paragraph_mask" in structured.features:
-        rows = structured.features["paragraph_mask"].shape[0]
-    specs = {}
-    for extra, values in outputs:
-        if hasattr(extra, "feature_spec"):
-            continue
-        for name, value in values.items():
-            value = np.asarray(value)
-            axes = tuple("P" if size == rows else None for size in value.shape)
-            specs[name] = _Spec(value.dtype, axes)
-    return specs
-
-
-def _first_structured(generate_kwargs):
-    kwargs = dict(generate_kwargs, report=PipelineReport(), strict=False)
-    kwargs["include_ids"] = False
-    for _, structured, _, outputs in _generate(**kwargs):
-        return structured, outputs
-    return None
+def _infer_extra_specs(extras, arguments, require_summary, unicode_errors):
+    """Specs of undeclared extras from their outputs on the first example
+    that structures."""
+    source, vocabulary, family = arguments[:3]
+    dataset = _structured_dataset(
+        *arguments, PipelineReport(), require_summary, True, False, unicode_errors, []
+    )
+    for values in dataset.take(1).as_numpy_iterator():
+        example, structured = _structured_from_tensors(values, family)
+        outputs = _run_extras(extras, example, structured)
+        rows = None
+        if "paragraph_mask" in structured.features:
+            rows = structured.features["paragraph_mask"].shape[0]
+        specs = {}
+        for _, values_out in outputs:
+            for name, value in values_out.items():
+                value = np.asarray(value)
+                axes = tuple("P" if size == rows else None for size in value.shape)
+                specs[name] = _Spec(value.dtype, axes)
+        return specs
+    raise ValueError(
+        "Cannot infer the signature of undeclared extras: the source "
+        "holds no example that structures. Check the source (see the "
+        "PipelineReport) or declare the extras with @declare_features."
+    )
 
 
 def _example_shape(spec, max_tokens):
@@ -767,15 +1014,17 @@ def make_dataset(
     include_ids=False,
     cache=None,
     max_examples=None,
-    resplit_sentences=False,
 ):
     """A `tf.data.Dataset` of padded batches for one model family.
 
-    Pipeline: read → structure (+ target, + extras) in a Python generator
-    (`tf.data.Dataset.from_generator` with an explicit signature) → take
-    (optional) → cache
-    (optional) → shuffle (optional) → repeat (optional) → padded or
-    length-bucketed batches → prefetch (AUTOTUNE). The same seed gives the
+    Pipeline: read (a Python generator of strings: each example's
+    documents rendered as plain text, title, query, summary) → structure
+    in the graph, 16 examples at a time, with the SavedModel's own
+    `TextStructurer` and tokenize the target (`map`, AUTOTUNE, order kept)
+    → drop examples without a token → extras (Python, on the structurer's
+    output) → take (optional) → cache (optional) → shuffle (optional) →
+    repeat (optional) → padded or length-bucketed batches → prefetch
+    (AUTOTUNE). The same seed gives the
     same batches in the same order; each repetition is reshuffled, also
     deterministically.
 
@@ -790,7 +1039,7 @@ def make_dataset(
         max_units: P, the most rows per example (not used by `"flat"`).
         max_tokens: T, tokens per row (N, the most tokens, for `"flat"`).
         max_target_length: S; when given, batches carry `target` [B,S].
-        family_options: keyword arguments of the family's builder.
+        family_options: the family's options (`TextStructurer`'s).
         extras: callables `(example, structured) -> dict of numpy arrays`
             (e.g. `ranker_targets`); see the module docstring for their
             signature.
@@ -804,8 +1053,7 @@ def make_dataset(
         repeat: repeat the (reshuffled) source forever.
         drop_remainder: drop a last batch (per bucket) smaller than B.
         report: a `PipelineReport` that receives the counts.
-        require_summary, skip_invalid, strict, unicode_errors, include_ids,
-        resplit_sentences:
+        require_summary, skip_invalid, strict, unicode_errors, include_ids:
             as in `structured_examples` (`example_id` is tf.string [B]).
         cache: None (no cache), `True` (cache structured examples in
             memory) or a file path prefix; later epochs then skip reading
@@ -861,51 +1109,17 @@ def make_dataset(
                 f"ints, received {list(bucket_boundaries)!r}."
             )
     report = report if report is not None else PipelineReport()
-    builder, options, extras = _check_arguments(
-        family, max_units, max_tokens, family_options, max_target_length, extras
-    )
-    generate_kwargs = dict(
-        source=source,
-        vocabulary=vocabulary,
-        family=family,
-        max_units=max_units,
-        max_tokens=max_tokens,
-        max_target_length=max_target_length,
-        family_options=family_options,
-        extras=extras,
-        require_summary=require_summary,
-        skip_invalid=skip_invalid,
-        unicode_errors=unicode_errors,
-        include_ids=include_ids,
-        resplit_sentences=resplit_sentences,
-    )
-
-    specs = _family_specs(family, bool(max_target_length), include_ids)
-    for extra in extras:
-        for name, spec in getattr(extra, "feature_spec", {}).items():
-            specs[name] = spec
-    if any(not hasattr(extra, "feature_spec") for extra in extras):
-        specs.update(_infer_extra_specs(extras, _first_structured(generate_kwargs)))
-
-    parameters = inspect.signature(builder).parameters
-    context_length = options.get(
-        "context_length",
-        parameters["context_length"].default
-        if "context_length" in parameters
-        else None,
+    dataset, specs, options, _ = _prepared(
+        source, vocabulary, family, max_units, max_tokens, max_target_length,
+        family_options, extras, report, require_summary, skip_invalid, strict,
+        unicode_errors, include_ids,
     )
     sizes = {
         "P": max_units,
         "T": max_tokens,
         "S": max_target_length,
-        "C": context_length,
+        "C": options.get("context_length"),
         "N": max_tokens,
-    }
-    output_signature = {
-        name: tf.TensorSpec(
-            _example_shape(spec, max_tokens), tf.as_dtype(spec.dtype), name=name
-        )
-        for name, spec in specs.items()
     }
     padded_shapes = {
         name: _padded_shape(name, spec, sizes, pad_to_max)
@@ -915,21 +1129,6 @@ def make_dataset(
         name: _padding_value(name, spec, vocabulary.pad_id)
         for name, spec in specs.items()
     }
-
-    def generator():
-        for _, structured, features, _ in _generate(
-            report=report, strict=strict, **generate_kwargs
-        ):
-            rows = (
-                structured.features["paragraph_mask"].shape[0]
-                if "paragraph_mask" in structured.features
-                else None
-            )
-            yield _conform(features, specs, max_tokens, rows)
-
-    dataset = tf.data.Dataset.from_generator(
-        generator, output_signature=output_signature
-    )
     if max_examples is not None:
         dataset = dataset.take(max_examples)
     if cache:

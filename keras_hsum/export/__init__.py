@@ -7,7 +7,7 @@ version folders + TF Serving's models.config). The `keras-hsum export` and
 `summarize` commands live in `keras_hsum.export.cli`; see docs/serving.md.
 """
 
-from keras_hsum.export.preprocessing import TextStructurer  # noqa: F401
+from keras_hsum.data.structurer import TextStructurer  # noqa: F401
 from keras_hsum.export.serving import ExtractorModule  # noqa: F401
 from keras_hsum.export.serving import SearchOptions  # noqa: F401
 from keras_hsum.export.serving import SummarizerModule  # noqa: F401

@@ -204,7 +204,7 @@ def load_run(run, checkpoint="last", flag="--run"):
 
 def build_structurer(recipe, recipe_name, config, vocabulary):
     """The recipe's `TextStructurer` (from `recipe.structure_options`)."""
-    from keras_hsum.export.preprocessing import TextStructurer
+    from keras_hsum.data.structurer import TextStructurer
 
     if not hasattr(recipe, "structure_options"):
         raise ValueError(

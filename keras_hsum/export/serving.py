@@ -276,7 +276,7 @@ class SummarizerModule(tf.Module):
 
     Args:
         model: a `keras_hsum.models.Summarizer` (TensorFlow backend).
-        structurer: a `keras_hsum.export.preprocessing.TextStructurer` for
+        structurer: a `keras_hsum.data.structurer.TextStructurer` for
             the model's family.
         search: `search(model, inputs) -> result dict` of
             `keras_hsum.decoding.beam_search` (e.g. a `functools.partial` of

@@ -53,7 +53,7 @@ def pht_run(tmp_path_factory, vocabulary):
     import tensorflow as tf
 
     import recipes
-    from keras_hsum.export.preprocessing import TextStructurer
+    from keras_hsum.data.structurer import TextStructurer
 
     config = recipes.config("pht", "tiny").replace(
         hidden_dim=32, intermediate_dim=64, num_encoder_layers=1,
@@ -463,7 +463,7 @@ def test_export_of_an_ensemble_serves_the_mixture(tmp_path, vocabulary, real_exa
     import tensorflow as tf
 
     import recipes
-    from keras_hsum.export.preprocessing import TextStructurer
+    from keras_hsum.data.structurer import TextStructurer
     from keras_hsum.export.serving import SearchOptions
     from keras_hsum.export.serving import read_metadata
     from keras_hsum.models import SummarizerEnsemble
@@ -556,7 +556,7 @@ def test_seal_export_returns_the_python_selection_per_segment(
 
     import recipes
     from keras_hsum.decoding import beam_search
-    from keras_hsum.export.preprocessing import TextStructurer
+    from keras_hsum.data.structurer import TextStructurer
     from tests.export.test_serving import documents_of
     from tests.export.test_serving import padded
 
@@ -621,7 +621,7 @@ def test_shte_export_extracts_what_python_extracts(tmp_path, vocabulary, real_ex
     import tensorflow as tf
 
     import recipes
-    from keras_hsum.export.preprocessing import TextStructurer
+    from keras_hsum.data.structurer import TextStructurer
     from tests.export.test_serving import documents_of
 
     config = recipes.config("shte", "tiny").replace(
@@ -755,7 +755,7 @@ def test_discourse_run_exports_with_a_per_request_extended_vocabulary(tmp_path, 
 
     import recipes
     from keras_hsum.export.cli import load_saved_model
-    from keras_hsum.export.preprocessing import TextStructurer
+    from keras_hsum.data.structurer import TextStructurer
     from keras_hsum.export.serving import SearchOptions
 
     config = recipes.config("discourse", "tiny").replace(

@@ -115,7 +115,7 @@ def pht(tmp_path_factory, vocabulary, real_examples):
     import tensorflow as tf
 
     import recipes
-    from keras_hsum.export.preprocessing import TextStructurer
+    from keras_hsum.data.structurer import TextStructurer
     from keras_hsum.export.serving import SearchOptions
     from keras_hsum.export.serving import SummarizerModule
     from keras_hsum.export.serving import export_saved_model

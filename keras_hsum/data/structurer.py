@@ -1,12 +1,16 @@
-"""In-graph text structuring for SavedModels (TF Serving runs graphs only).
+"""In-graph text structuring, shared by training and serving.
 
-`TextStructurer` turns raw text into the features that the Python pipeline
-(`keras_hsum.data.make_dataset`) gives a model, with TensorFlow and
-tensorflow-text ops only: no `py_function`, no numpy at serving time. A
-SavedModel that holds it loads and runs in a process that imports only
-`tensorflow` and `tensorflow_text`.
+`TextStructurer` turns raw text into model features with TensorFlow and
+tensorflow-text ops only: no `py_function`, no numpy. Training maps it over
+the corpus (`keras_hsum.data.make_dataset` renders each example as text and
+structures it here); an exported SavedModel holds the same structurer and
+loads and runs in a process that imports only `tensorflow` and
+`tensorflow_text` (TF Serving runs graphs only). One implementation, so a
+model is served the features it was trained on.
 
-It reproduces, step by step, what training does to plain text:
+The Python builders of `keras_hsum.data.structure` are its independent
+reference in the tests (and still back `keras-hsum structure`'s truncation
+report). Step by step, the structurer does what they do to plain text:
 
 1. `keras_hsum.data.reader.example_from_text`: each string of `documents`
    is one document; inside it, lines are stripped, a blank line closes a
@@ -36,8 +40,8 @@ It reproduces, step by step, what training does to plain text:
    lower-cased `[^\\W_]+` words, smoothed idf over the rows of one example,
    float64 arithmetic, stable sort), truncation to P rows of T tokens.
 
-Known differences from the Python pipeline (measured on the bundled real
-samples by `tests/export/test_preprocessing.py`):
+Known differences from the Python builders (measured on the bundled real
+samples by `tests/data/test_structurer.py`):
 - Invalid UTF-8 is replaced by U+FFFD with ICU's rules
   (`tf.strings.unicode_transcode`), which may emit a different number of
   U+FFFD than Python's `bytes.decode(errors="replace")` for one bad
@@ -69,7 +73,7 @@ FAMILIES = ("paragraphs", "sections", "snippets", "sentences", "flat")
 _UNESCAPE_PATTERN = f"^{ESCAPED_MARKER}$"
 
 # The family options each builder of `keras_hsum.data.structure` accepts.
-_FAMILY_OPTIONS = {
+FAMILY_OPTIONS = {
     "paragraphs": {"rank": "tfidf", "context_length": 32, "pack": "paragraph"},
     "sections": {},
     "snippets": {},
@@ -239,7 +243,7 @@ class TextStructurer(tf.Module):
             limits.append(("max_units", max_units))
         for name, value in limits:
             check_int(name, value, owner=f"family {family!r}")
-        allowed = _FAMILY_OPTIONS[family]
+        allowed = FAMILY_OPTIONS[family]
         unknown = sorted(set(family_options) - set(allowed))
         if unknown:
             raise ValueError(
@@ -529,31 +533,44 @@ class TextStructurer(tf.Module):
             position column + j of row row, counted over rows of T.
         """
         limit = tf.constant(self.max_tokens, tf.int32)
+        # Rows never cross groups, so every group packs on its own: the
+        # scan runs over the j-th sentence of all groups at once (as many
+        # steps as the longest group has sentences, not one per sentence),
+        # and each group's rows follow those of the groups before it.
+        count = tf.shape(lengths)[0]
+        group = _group_rows(groups)
+        num_groups = tf.maximum(tf.reduce_max(group) + 1, 0)
+        first = tf.math.unsorted_segment_min(tf.range(count), group, num_groups)
+        within = tf.range(count) - tf.gather(first, group)
+        # At least one step (of zeros: no sentence), so that the scan of a
+        # batch without text still has a shape.
+        depth = tf.reduce_max(tf.concat([within + 1, [1]], 0))
+        index = tf.stack([within, group], 1)
+        grid = tf.scatter_nd(index, lengths, tf.stack([depth, num_groups]))
 
-        def step(state, item):
-            used, current, group, _, _ = state
-            length, key = item
+        def step(state, length):  # length: int32 [G], 0 where a group ended
+            used, current, _, _ = state
+            present = length > 0
             forced = length > limit
-            join = (
-                ~forced
-                & (current > 0)
-                & tf.equal(key, group)
-                & (current + length <= limit)
-            )
+            join = present & ~forced & (current > 0) & (current + length <= limit)
             row = tf.where(join, used - 1, used)
             column = tf.where(join, current, 0)
-            used = tf.where(
-                join,
-                used,
-                tf.where(forced, used + (length + limit - 1) // limit, used + 1),
+            grown = tf.where(forced, used + (length + limit - 1) // limit, used + 1)
+            used = tf.where(present & ~join, grown, used)
+            current = tf.where(
+                present,
+                tf.where(join, current + length, tf.where(forced, 0, length)),
+                current,
             )
-            current = tf.where(join, current + length, tf.where(forced, 0, length))
-            return used, current, key, row, column
+            return used, current, row, column
 
-        zero = tf.constant(0, tf.int32)
-        _, _, _, row, column = tf.scan(
-            step, (lengths, groups), initializer=(zero, zero, zero, zero, zero)
+        zeros = tf.zeros([num_groups], tf.int32)
+        used, _, rows, columns = tf.scan(
+            step, grid, initializer=(zeros, zeros, zeros, zeros)
         )
+        offset = tf.cumsum(used[-1], exclusive=True)
+        row = tf.gather(offset, group) + tf.gather_nd(rows, index)
+        column = tf.gather_nd(columns, index)
         return row, column, lengths > limit
 
     def _tfidf(self, texts, batch, context, num_batch):
