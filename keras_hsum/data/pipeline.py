@@ -1072,6 +1072,12 @@ def make_dataset(
         ValueError: for an unknown family, bad limits or options, or
             pad_to_max with an axis of unknown size.
         TypeError: for a one-shot iterator as source.
+
+    Seed first: `tf.random.set_seed` (and `keras.utils.set_random_seed`)
+    clears TensorFlow's eager kernel cache, which deletes the SentencePiece
+    resource of the datasets built before it ("Resource
+    localhost/_0_SentencepieceOp/... does not exist" when iterated). Build
+    datasets after setting seeds.
     """
     if not isinstance(source, (str, os.PathLike)):
         if iter(source) is source:

@@ -291,9 +291,10 @@ def custom_fit(
         recipe, config: the recipe module and its config.
         out: the run folder (written by the chief only).
         vocabulary: the run's `Vocabulary`.
-        train_data: the recipe's training dataset of global batches
+        train_data: a function returning the recipe's training dataset of
+            global batches
             `(inputs [B,...], labels [B,S], sample_weight [B,S])`, repeated.
-        val_data: the validation dataset (one pass).
+        val_data: a function returning the validation dataset (one pass).
         verbose: 1: a progress bar on the chief.
         strategy: a `tf.distribute.Strategy` (None: a
             `MultiWorkerMirroredStrategy` from `TF_CONFIG`; it must be made
@@ -316,8 +317,12 @@ def custom_fit(
     chief = is_chief(strategy)
     write_dir = out if chief else tempfile.mkdtemp(prefix="keras_hsum_worker_")
     try:
-        x, y, sample_weight = _unpack(next(iter(val_data)))
+        x, y, sample_weight = _unpack(next(iter(val_data())))
         keras.utils.set_random_seed(config.seed)
+        # set_random_seed cleared TensorFlow's eager kernel cache, and with
+        # it the SentencePiece resource of any dataset built before: build
+        # the datasets now (the same seeds give the same batches).
+        train_data, val_data = train_data(), val_data()
         with strategy.scope():
             model = build_compiled_model(
                 recipe, config, vocabulary.vocabulary_size, x

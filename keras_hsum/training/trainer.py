@@ -691,11 +691,14 @@ def train(
             cache=True, max_examples=config.max_train_examples,
         )
 
+    def make_val_data():
+        return recipe.make_dataset(
+            config, val_source, vocabulary, training=False, seed=config.seed,
+            cache=True, max_examples=config.max_val_examples,
+        )
+
     train_data = make_train_data()
-    val_data = recipe.make_dataset(
-        config, val_source, vocabulary, training=False, seed=config.seed,
-        cache=True, max_examples=config.max_val_examples,
-    )
+    val_data = make_val_data()
     fit_val_data = _counted(val_data, config.validation_steps)
     if not fit_val_data.cardinality():
         raise ValueError(
@@ -716,7 +719,7 @@ def train(
 
         return custom_fit(
             recipe, config, out=out, vocabulary=vocabulary,
-            train_data=train_data, val_data=val_data, verbose=verbose,
+            train_data=make_train_data, val_data=make_val_data, verbose=verbose,
             strategy=distribution, max_minutes=max_minutes,
             extra_callbacks=extra_callbacks, init_from=init_from,
             init_checkpoint=init_checkpoint,
@@ -730,6 +733,11 @@ def train(
         model = build_compiled_model(
             recipe, config, vocabulary.vocabulary_size, sample_inputs
         )
+    # set_random_seed cleared TensorFlow's eager kernel cache, and with it
+    # the SentencePiece resource of the datasets built above: build them
+    # again (the same seeds give the same batches).
+    train_data = make_train_data()
+    fit_val_data = _counted(make_val_data(), config.validation_steps)
     backup_dir = os.path.join(out, "backup")
     done = TrainingBackup.restore(model, backup_dir)
     if init_from is not None and not done:
