@@ -25,6 +25,10 @@ EXTRAS_REQUIRE = {
     ],
     "jax": ["jax[cpu]>=0.5"],
     "bench": ["matplotlib>=3.8", "psutil>=5.9"],
+    # keras-hsum preprocess (Apache Beam). 2.77.0 was checked with the pins
+    # above (pip check clean; TensorFlow, tensorflow-text, keras-hub import);
+    # it needs protobuf < 7, which TensorFlow 2.20 (>= 5.28) accepts.
+    "beam": ["apache-beam==2.77.0", "protobuf>=5.28,<7"],
 }
 
 setup(

@@ -5,8 +5,12 @@
     keras-hsum vocab  --data D --out F   train a SentencePiece vocabulary on a corpus
     keras-hsum structure --data D --vocab F --family paragraphs
                                          structure a corpus, print shapes and truncation
+    keras-hsum preprocess --recipe pht --config tiny --data D --out shards/train
+                     [--split train|val] [--vocab F] [--num-shards N] [--direct-num-workers K]
+                                         a corpus to TFRecord shards with Apache Beam
     keras-hsum train --recipe pht --config tiny [--data D] --out runs/pht
                      [--strategy default|mirrored|multi_worker] [--set key=value ...]
+                     [--data-service grpc://host:port]
                                          train a recipe; run again to resume
 
     keras-hsum evaluate --baseline lead3|lexrank|textrank|oracle --data D --split val
@@ -174,6 +178,7 @@ def _train(args):
             verbose=0 if args.quiet else 1,
             init_from=args.init_from,
             init_checkpoint=args.init_checkpoint,
+            data_service=args.data_service,
         )
     except (ValueError, OSError, NonFiniteLossError) as error:
         print(f"keras-hsum train: error: {error}", file=sys.stderr)
@@ -189,6 +194,95 @@ def _train(args):
             if key not in ("epoch", "seconds", "step")
         )
     )
+    return 0
+
+
+def recipe_example_structure(recipe_name, config_name, overrides, training, vocabulary):
+    """The `ExampleStructure` of a recipe's config with `--set` overrides
+    (module level: Beam workers unpickle it and call it in `setup`)."""
+    import recipes
+    from recipes.base import example_structure
+
+    config = parse_overrides(recipes.config(recipe_name, config_name), overrides)
+    return example_structure(
+        recipes.get(recipe_name), config, vocabulary, training=training
+    )
+
+
+def _preprocess(args):
+    import functools
+    import time
+
+    import recipes
+    from keras_hsum.data import corpora
+    from keras_hsum.data.beam_preprocess import REASONS
+    from keras_hsum.data.beam_preprocess import preprocess
+    from keras_hsum.data.reader import read_examples
+    from keras_hsum.data.vocabulary import Vocabulary
+    from keras_hsum.data.vocabulary import corpus_sentences
+
+    started = time.perf_counter()
+    try:
+        config = parse_overrides(recipes.config(args.recipe, args.config), args.set)
+        data = args.data
+        if os.path.isdir(data):
+            for stem in corpora.SPLIT_FILE_STEMS[args.split]:
+                for suffix in (".jsonl.gz", ".jsonl", ".json.gz"):
+                    candidate = os.path.join(data, stem + suffix)
+                    if os.path.exists(candidate):
+                        data = candidate
+                        break
+                if data != args.data:
+                    break
+        vocab = args.vocab
+        if vocab is None:
+            os.makedirs(args.out, exist_ok=True)
+            vocab = os.path.join(args.out, "vocabulary.trained.model")
+            print(f"[preprocess] training a {config.vocabulary_size}-piece vocabulary "
+                  f"on {data} (give --vocab to reuse one)", file=sys.stderr)
+            Vocabulary.train(
+                corpus_sentences(read_examples(data, skip_invalid=True)),
+                vocabulary_size=config.vocabulary_size,
+            ).save(vocab)
+        training = args.split == "train"
+        factory = functools.partial(
+            recipe_example_structure, args.recipe, args.config, list(args.set or ()),
+            training,
+        )
+        structure = factory(Vocabulary.load(vocab))
+        pipeline_args = ["--runner", args.runner]
+        if args.runner == "DirectRunner":
+            pipeline_args += [
+                "--direct_running_mode",
+                "multi_processing" if args.direct_num_workers > 1 else "in_memory",
+                "--direct_num_workers", str(args.direct_num_workers),
+            ]
+        spec = preprocess(
+            data=data, out=args.out, structure=structure, structure_factory=factory,
+            vocabulary_file=vocab, num_shards=args.num_shards, recipe=args.recipe,
+            config=args.config, split=args.split,
+            pipeline_args=pipeline_args + list(args.pipeline_args),
+            chunk_size=args.chunk_size,
+        )
+        if args.vocab is None:
+            os.remove(vocab)
+    except ImportError as error:
+        print(f"keras-hsum preprocess: error: {error}", file=sys.stderr)
+        return 1
+    except (ValueError, OSError) as error:
+        print(f"keras-hsum preprocess: error: {error}", file=sys.stderr)
+        return 1
+    skipped = ", ".join(f"{spec['skipped'][r]} {r}" for r in REASONS)
+    print(
+        f"Wrote {spec['examples']:,} examples of {args.recipe}/{args.config} "
+        f"({args.split}) to {len(spec['shards'])} shards in {args.out}; read "
+        f"{spec['read']:,} records, skipped {sum(spec['skipped'].values()):,} "
+        f"({skipped}); {time.perf_counter() - started:.1f} s wall "
+        f"(pipeline {spec['wall_seconds']:.1f} s, {spec['worker_seconds']:.1f} s in "
+        "shard writers)."
+    )
+    for error in spec["errors"][:3]:
+        print(f"  skipped: {error}")
     return 0
 
 
@@ -244,6 +338,53 @@ def build_parser():
     struct.add_argument("--limit", type=non_negative_int, default=0, help="stop after N examples")
     struct.set_defaults(handler=_structure)
 
+    prep = commands.add_parser(
+        "preprocess",
+        help="structure a corpus for a recipe into TFRecord shards (Apache Beam)",
+        description="Structures a corpus for a recipe's config with an Apache Beam "
+        "pipeline and writes a shard folder: shard-NNNNN-of-NNNNN.tfrecord files "
+        "(tf.train.Example, one per example), shards.json (recipe, config, split, "
+        "features with dtypes and axes, vocabulary sha256, examples per shard) and "
+        "vocabulary.model. For keras-hsum train --data DIR, write DIR/train with "
+        "--split train and DIR/val with --split val --vocab DIR/train/vocabulary.model. "
+        "Arguments after -- go to Beam as pipeline options (e.g. Dataflow's).",
+    )
+    prep.add_argument("--recipe", required=True, help="e.g. pht, ht, flat, seal")
+    prep.add_argument("--config", default="tiny", help="tiny | paper | ...")
+    prep.add_argument(
+        "--data", required=True,
+        help="JSONL/text file, a folder of them, or a folder of train/val splits "
+        "(the --split file is read)",
+    )
+    prep.add_argument("--out", required=True, help="the shard folder to write")
+    prep.add_argument(
+        "--split", default="train", choices=["train", "val"],
+        help="structure as for training (train) or validation (val); picks the "
+        "split file of a folder of splits",
+    )
+    prep.add_argument(
+        "--vocab", default=None,
+        help="SentencePiece .model (default: train one on the data with the "
+        "config's vocabulary_size)",
+    )
+    prep.add_argument("--num-shards", type=positive_int, default=4)
+    prep.add_argument("--runner", default="DirectRunner", help="Beam runner")
+    prep.add_argument(
+        "--direct-num-workers", type=positive_int, default=1,
+        help="DirectRunner worker processes (multi_processing mode when > 1)",
+    )
+    prep.add_argument(
+        "--chunk-size", type=positive_int, default=64,
+        help="examples structured at a time in a worker",
+    )
+    prep.add_argument(
+        "--set", action="append", metavar="KEY=VALUE",
+        help="override a config field, as for train (the same overrides must be "
+        "given to train)",
+    )
+    prep.add_argument("pipeline_args", nargs="*", help=argparse.SUPPRESS)
+    prep.set_defaults(handler=_preprocess)
+
     trainer = commands.add_parser(
         "train", help="train a recipe (resumes when --out holds a run)"
     )
@@ -252,7 +393,14 @@ def build_parser():
     trainer.add_argument(
         "--data", default=None,
         help="folder with train/val JSONL, or one JSONL file (default: the "
-        "recipe's corpus under ../shared/data or the bundled sample)",
+        "recipe's corpus under ../shared/data or the bundled sample), or a shard "
+        "folder of keras-hsum preprocess: DIR holding the shard folders DIR/train "
+        "(--split train) and DIR/val (--split val, --vocab DIR/train/vocabulary.model)",
+    )
+    trainer.add_argument(
+        "--data-service", default=None, metavar="ADDRESS",
+        help="read the training shards through tf.data service workers at "
+        "ADDRESS (e.g. grpc://localhost:5000; needs a shard folder as --data)",
     )
     trainer.add_argument("--out", required=True, help="run folder")
     trainer.add_argument(

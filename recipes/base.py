@@ -22,8 +22,11 @@ take a recipe module and a config.
 """
 
 import dataclasses
+import hashlib
+import os
 
 from keras_hsum.data import make_dataset
+from keras_hsum.data.example_features import ExampleStructure
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,9 +156,42 @@ def batches(
     family's sizes and options (`max_units`, `max_tokens`,
     `max_target_length`, `family_options`, `extras`).
 
+    `source` may also be a shard folder written by `keras-hsum preprocess`
+    (or a `keras_hsum.data.shards.ShardSource`): its examples are read with
+    `read_shards` and batched the same way, after checking that they were
+    structured as this call asks (family, sizes, options, extras) with this
+    vocabulary.
+
     Returns:
         tf.data of feature dicts, before `training_pairs`.
     """
+    if isinstance(source, _StructureProbe):
+        raise _Probed(ExampleStructure(family, **_structure_arguments(structure)))
+    from keras_hsum.data import shards
+
+    if isinstance(source, (str, os.PathLike)) and shards.is_shard_folder(source):
+        source = shards.ShardSource(os.fspath(source))
+    if isinstance(source, shards.ShardSource):
+        return shards.read_shards(
+            source.folder,
+            batch_size=config.batch_size,
+            shuffle_buffer=shuffle_buffer if training else 0,
+            seed=seed,
+            pad_to_max=True,
+            repeat=training,
+            drop_remainder=training,
+            max_examples=max_examples,
+            # One shard after the other when not training: for a corpus file
+            # split into contiguous shards, corpus order.
+            cycle_length=None if training else 1,
+            input_context=source.input_context,
+            data_service=source.data_service,
+            expect=dict(
+                structure=ExampleStructure(family, **_structure_arguments(structure)),
+                recipe=source.recipe,
+                vocabulary_sha256=hashlib.sha256(vocabulary.proto).hexdigest(),
+            ),
+        )
     return make_dataset(
         source,
         vocabulary,
@@ -169,4 +205,59 @@ def batches(
         cache=cache,
         max_examples=max_examples,
         **structure,
+    )
+
+
+def _structure_arguments(structure):
+    arguments = dict(structure)
+    arguments["extras"] = tuple(arguments.get("extras") or ())
+    arguments["family_options"] = dict(arguments.get("family_options") or {})
+    return arguments
+
+
+class _StructureProbe:
+    """A source that makes `batches` report its structure instead of
+    building a dataset (see `example_structure`)."""
+
+
+class _Probed(Exception):
+    def __init__(self, structure):
+        super().__init__("structure probed")
+        self.structure = structure
+
+
+def example_structure(recipe, config, vocabulary, *, training):
+    """How `recipe.make_dataset` structures one example under `config`.
+
+    Runs the recipe's `make_dataset` with a probe as its source, which
+    `batches` answers with the family, sizes, options and extras it was
+    given; nothing is read or built.
+
+    Args:
+        recipe: a recipe module.
+        config: its config.
+        vocabulary: the `Vocabulary` (extras such as SEAL's segment labels
+            use it).
+        training: the structure of the training split (True) or of
+            validation (False); HT, for one, keeps more paragraphs at test
+            time.
+
+    Returns:
+        A `keras_hsum.data.example_features.ExampleStructure`.
+
+    Raises:
+        ValueError: for a recipe whose examples are not a function of one
+            source example (SHTE draws new negative pairs every epoch), so
+            its structure cannot be written once.
+    """
+    try:
+        recipe.make_dataset(config, _StructureProbe(), vocabulary, training=training)
+    except _Probed as probed:
+        return probed.structure
+    name = getattr(recipe, "__name__", repr(recipe)).rsplit(".", 1)[-1]
+    raise ValueError(
+        f"Recipe {name!r} does not pass its source straight to "
+        "recipes.base.batches (it builds its examples from the source itself, "
+        "e.g. SHTE's negative pairs drawn anew every epoch), so its structured "
+        "examples cannot be written to shards once; train it from JSONL."
     )

@@ -6,7 +6,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${KERAS_HSUM_VENV:-$ROOT/.venv}"
 PYTHON_BIN="${PYTHON:-python3}"
-EXTRAS="${KERAS_HSUM_EXTRAS:-test,jax,bench}"
+EXTRAS="${KERAS_HSUM_EXTRAS:-test,jax,bench,beam}"
 
 if ! "$PYTHON_BIN" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   echo "keras_hsum needs Python >= 3.11; $PYTHON_BIN is $("$PYTHON_BIN" --version 2>&1)." >&2

@@ -292,6 +292,50 @@ def _without_lone_surrogates(record, unicode_errors, path, line_number):
     return clean(record)
 
 
+def parse_jsonl_line(raw, path="<line>", line_number=0, unicode_errors="strict"):
+    """One line of a canonical JSONL file as an `Example`.
+
+    What `read_jsonl` does to every non-blank line; readers that split a
+    file themselves (`keras-hsum preprocess` reads byte ranges of a file in
+    parallel) call it to refuse the same lines.
+
+    Args:
+        raw: the line's bytes (a trailing newline is allowed).
+        path, line_number: where the line comes from, for error messages.
+        unicode_errors: `"strict"` or `"replace"`, as in `read_jsonl`.
+
+    Returns:
+        The `Example`.
+
+    Raises:
+        InvalidExampleError: for invalid UTF-8, invalid JSON, a lone
+            surrogate escape (under "strict") or a record that does not
+            follow the schema; the message names the file, line and field.
+    """
+    try:
+        text = raw.decode("utf-8", errors=unicode_errors)
+    except UnicodeDecodeError as error:
+        raise InvalidExampleError(
+            path,
+            line_number,
+            "<line>",
+            f"invalid UTF-8 at byte {error.start} of the line; "
+            "pass unicode_errors='replace' to keep such lines.",
+        ) from None
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InvalidExampleError(
+            path,
+            line_number,
+            "<line>",
+            f"not valid JSON ({error.msg} at column {error.colno}).",
+        ) from None
+    if _SURROGATE_ESCAPE.search(text):
+        record = _without_lone_surrogates(record, unicode_errors, path, line_number)
+    return example_from_dict(record, path, line_number)
+
+
 def read_jsonl(path, skip_invalid=False, unicode_errors="strict", report=None):
     """Streams `Example`s from a canonical JSONL file (gzip or plain).
 
@@ -327,31 +371,7 @@ def read_jsonl(path, skip_invalid=False, unicode_errors="strict", report=None):
                 continue
             report.lines += 1
             try:
-                try:
-                    text = raw.decode("utf-8", errors=unicode_errors)
-                except UnicodeDecodeError as error:
-                    raise InvalidExampleError(
-                        path,
-                        line_number,
-                        "<line>",
-                        f"invalid UTF-8 at byte {error.start} of the line; "
-                        "pass unicode_errors='replace' to keep such lines.",
-                    ) from None
-                try:
-                    record = json.loads(text)
-                except json.JSONDecodeError as error:
-                    raise InvalidExampleError(
-                        path,
-                        line_number,
-                        "<line>",
-                        f"not valid JSON ({error.msg} at column "
-                        f"{error.colno}).",
-                    ) from None
-                if _SURROGATE_ESCAPE.search(text):
-                    record = _without_lone_surrogates(
-                        record, unicode_errors, path, line_number
-                    )
-                example = example_from_dict(record, path, line_number)
+                example = parse_jsonl_line(raw, path, line_number, unicode_errors)
             except InvalidExampleError as error:
                 if not skip_invalid:
                     raise

@@ -98,6 +98,38 @@ def _split_file(folder, split):
     return None
 
 
+def shard_splits(data):
+    """`(train, val)` shard folders of a `--data` folder written by
+    `keras-hsum preprocess` (`data/train`, `data/val`), or None when `data`
+    is not such a folder.
+
+    Raises:
+        ValueError: for a shard folder without the train/val layout.
+    """
+    from keras_hsum.data import shards
+
+    if data is None or not os.path.isdir(data):
+        return None
+    train, val = os.path.join(data, "train"), os.path.join(data, "val")
+    if shards.is_shard_folder(data):
+        raise ValueError(
+            f"--data {data!r} is one shard folder; training reads a folder holding "
+            "two: train/ (keras-hsum preprocess --split train --out "
+            f"{os.path.join(data, 'train')}) and val/ (--split val --vocab "
+            "train/vocabulary.model). Move the shards into train/ and preprocess "
+            "a validation split."
+        )
+    if not shards.is_shard_folder(train):
+        return None
+    if not shards.is_shard_folder(val):
+        raise ValueError(
+            f"--data {data!r} has train shards but no val/ shard folder; write it with "
+            f"keras-hsum preprocess --split val --out {val} --vocab "
+            f"{os.path.join(train, 'vocabulary.model')}."
+        )
+    return train, val
+
+
 def resolve_data(data, dataset, validation_fraction=0.1, holdout=0.0):
     """The (train, validation) sources of a run.
 
@@ -595,6 +627,7 @@ def train(
     extra_callbacks=(),
     init_from=None,
     init_checkpoint="last",
+    data_service=None,
 ):
     """Trains `recipe` with `config`; resumes when `out` holds a backup.
 
@@ -616,6 +649,10 @@ def train(
         init_checkpoint: which weights of `init_from`: "last" (model.keras),
             "best" (best.keras, its lowest validation loss or
             checkpoint_monitor), "epoch-N" or "epochs-A-B" (see `warm_start`).
+        data_service: the address of a tf.data service dispatcher (e.g.
+            "grpc://localhost:5000"): its workers read and parse the
+            training shards (`processing_mode="distributed_epoch"`); needs
+            `data` to be a folder of shard folders (see `shard_splits`).
 
     Returns:
         A `TrainResult`.
@@ -673,14 +710,28 @@ def train(
     # seeds derive from it, so every dataset built by this run (and by a
     # resumed run) yields the same batches in the same order.
     keras.utils.set_random_seed(config.seed)
-    train_source, val_source = resolve_data(
-        data, config.dataset, holdout=config.validation_holdout
-    )
-    vocabulary = load_or_train_vocabulary(
-        out, train_source, config.vocabulary_size, init_from=init_from
-    )
-    train_source = training_source(train_source, config.train_references)
-    _check_trainable(train_source)
+    sharded = shard_splits(data)
+    if data_service is not None and sharded is None:
+        raise ValueError(
+            f"--data-service {data_service} runs the input pipeline on tf.data "
+            "service workers, which cannot run the Python that reads and "
+            "structures JSONL; give --data a folder of shards written by "
+            "keras-hsum preprocess (DIR/train and DIR/val)."
+        )
+    if sharded is not None:
+        train_source, val_source = _shard_sources(
+            sharded, out, recipe_name, config, init_from, data_service
+        )
+        vocabulary = Vocabulary.load(os.path.join(out, "vocabulary.model"))
+    else:
+        train_source, val_source = resolve_data(
+            data, config.dataset, holdout=config.validation_holdout
+        )
+        vocabulary = load_or_train_vocabulary(
+            out, train_source, config.vocabulary_size, init_from=init_from
+        )
+        train_source = training_source(train_source, config.train_references)
+        _check_trainable(train_source)
 
     def make_train_data():
         # A fresh dataset per use: a shuffled dataset reshuffles for every
@@ -807,9 +858,64 @@ def train(
     )
 
 
+def _shard_sources(sharded, out, recipe_name, config, init_from, data_service):
+    """The `ShardSource`s of a sharded run; puts the shards' vocabulary in
+    `out` (refusing another one there or in `init_from`)."""
+    from keras_hsum.data import shards
+
+    train, val = sharded
+    if config.train_references != "primary" or config.validation_holdout:
+        raise ValueError(
+            "Shards hold structured examples, so train_references="
+            f"{config.train_references!r} and validation_holdout="
+            f"{config.validation_holdout} (which build examples from the text) "
+            "cannot apply; train from JSONL or keep the defaults."
+        )
+    specs = {split: shards.read_spec(folder) for split, folder in (("train", train), ("val", val))}
+    vocabularies = {split: spec["vocabulary"]["sha256"] for split, spec in specs.items()}
+    if vocabularies["train"] != vocabularies["val"]:
+        raise ValueError(
+            f"The train and val shards of {os.path.dirname(train)!r} were tokenized "
+            f"with different vocabularies (sha256 {vocabularies['train']} and "
+            f"{vocabularies['val']}); preprocess val with --vocab "
+            f"{os.path.join(train, shards.VOCABULARY_FILE)}."
+        )
+    if specs["train"]["examples"] == 0:
+        raise ValueError(
+            f"The training shards {train!r} hold no example "
+            f"(skipped: {specs['train'].get('skipped')}); training needs examples."
+        )
+    source = os.path.join(train, shards.VOCABULARY_FILE)
+    for other in filter(None, (
+        os.path.join(out, "vocabulary.model"),
+        init_from and os.path.join(init_from, "vocabulary.model"),
+    )):
+        if os.path.exists(other) and shards.file_sha256(other) != vocabularies["train"]:
+            raise ValueError(
+                f"{other!r} is another vocabulary than the one the shards in "
+                f"{os.path.dirname(train)!r} were tokenized with ({source}); "
+                "choose a new --out, or preprocess with --vocab "
+                f"{other}."
+            )
+    path = os.path.join(out, "vocabulary.model")
+    if not os.path.exists(path):
+        temporary = f"{path}.{os.getpid()}.tmp"
+        shutil.copyfile(source, temporary)
+        os.replace(temporary, path)
+    service = None
+    if data_service is not None:
+        service = (data_service, f"keras_hsum_{recipe_name}_{os.path.basename(os.path.abspath(out))}")
+    return (
+        shards.ShardSource(train, data_service=service, recipe=recipe_name),
+        shards.ShardSource(val, recipe=recipe_name),
+    )
+
+
 def _describe(source):
     if isinstance(source, list):
         return f"{len(source)} example(s) held out from the training data"
+    if hasattr(source, "folder"):
+        return f"shard folder {source.folder!r}"
     return repr(os.fspath(source))
 
 
