@@ -207,3 +207,46 @@ def test_two_worker_direct_runner_writes_the_same_examples(corpus, tmp_path):
     for got, want in zip(two, one):
         for name in want:
             np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+def write_shard_splits(folder, real_examples, vocabulary, recipe="ht"):
+    """A folder of train/ and val/ shard folders written by preprocess from
+    16 + 8 real qmsum_goldspan examples; returns its path."""
+    examples = list(real_examples("qmsum_goldspan", "train")[:24])
+    vocab = str(folder / "vocab.model")
+    vocabulary.save(vocab)
+    for split, part in (("train", examples[:16]), ("val", examples[16:])):
+        path = str(folder / f"{split}.jsonl")
+        _write_jsonl(path, part)
+        assert cli.main([
+            "preprocess", "--recipe", recipe, "--config", "tiny", "--data", path,
+            "--out", str(folder / "shards" / split), "--vocab", vocab,
+            "--split", split, "--num-shards", "2",
+        ]) == 0
+    return str(folder / "shards")
+
+
+@pytest.mark.slow
+def test_train_reads_a_shard_folder(tmp_path, real_examples, vocabulary):
+    from keras_hsum.training import train
+
+    data = write_shard_splits(tmp_path, real_examples, vocabulary)
+    config = recipes.config("ht", "tiny").replace(
+        epochs=1, steps_per_epoch=2, validation_steps=1
+    )
+    result = train(recipes.get("ht"), config, out=str(tmp_path / "run"), data=data, verbose=0)
+    assert result.steps == 2
+    assert np.isfinite(result.history["val_loss"][-1])
+    # The run's vocabulary is the one the shards were tokenized with.
+    assert shards.file_sha256(tmp_path / "run" / "vocabulary.model") == shards.file_sha256(
+        tmp_path / "vocab.model"
+    )
+    # Another recipe on the same shards is refused before training.
+    with pytest.raises(ValueError, match="written for recipe 'ht'"):
+        train(recipes.get("pht"), recipes.config("pht", "tiny").replace(
+            epochs=1, steps_per_epoch=1), out=str(tmp_path / "pht"), data=data, verbose=0)
+    # --data-service without shards is refused.
+    with pytest.raises(ValueError, match="give --data a folder of shards"):
+        train(recipes.get("ht"), config, out=str(tmp_path / "svc"),
+              data=str(tmp_path / "train.jsonl"), data_service="grpc://127.0.0.1:1",
+              verbose=0)
