@@ -465,13 +465,23 @@ class TextStructurer(tf.Module):
         row = tf.boolean_mask(tf.cast(pieces.value_rowids(), tf.int32), is_chunk)
         count = tf.shape(values)[0]
         last = tf.concat([row[1:] != row[:-1], tf.ones([tf.minimum(count, 1)], tf.bool)], 0)
-        ends_sentence = tf.strings.regex_full_match(values, self._ends_pattern)
-        starts_sentence = tf.strings.regex_full_match(values, self._starts_pattern)
-        starts_digit = tf.strings.regex_full_match(values, self._starts_digit_pattern)
-        next_starts = tf.concat([starts_sentence[1:], tf.zeros([tf.minimum(count, 1)], tf.bool)], 0)
-        next_digit = tf.concat([starts_digit[1:], tf.zeros([tf.minimum(count, 1)], tf.bool)], 0)
-        head = tf.strings.regex_replace(values, self._head_pattern, r"\1")
-        mark = tf.strings.regex_replace(values, self._head_pattern, r"\2")
+        # Only a chunk that ends with . ! or ? and is not its paragraph's
+        # last can end a sentence (a tenth of the chunks or fewer in real
+        # text): the next chunk's start and the abbreviation rules are
+        # matched for those alone.
+        ends = tf.where(
+            ~last & tf.strings.regex_full_match(values, self._ends_pattern)
+        )[:, 0]
+        following = tf.gather(values, ends + 1)
+        where = tf.boolean_mask(
+            ends, tf.strings.regex_full_match(following, self._starts_pattern)
+        )
+        chunks = tf.gather(values, where)
+        next_digit = tf.strings.regex_full_match(
+            tf.gather(values, where + 1), self._starts_digit_pattern
+        )
+        head = tf.strings.regex_replace(chunks, self._head_pattern, r"\1")
+        mark = tf.strings.regex_replace(chunks, self._head_pattern, r"\2")
         word = tf.strings.regex_replace(head, self._openers_pattern, "")
         single = tf.equal(tf.strings.length(word, unit="UTF8_CHAR"), 1)
         single_upper = tf.strings.regex_full_match(word, self._upper_char_pattern)
@@ -485,11 +495,10 @@ class TextStructurer(tf.Module):
             single_upper,
             ~acronym & tf.where(numeral, next_digit, listed),
         )
-        boundary = (
-            ~last
-            & ends_sentence
-            & next_starts
-            & (tf.not_equal(mark, ".") | ~abbreviation)
+        boundary = tf.scatter_nd(
+            where[:, None],
+            tf.not_equal(mark, ".") | ~abbreviation,
+            tf.shape(last, out_type=tf.int64),
         )
         first = tf.concat(
             [tf.ones([tf.minimum(count, 1)], tf.bool), boundary[:-1] | last[:-1]], 0
@@ -768,9 +777,16 @@ class TextStructurer(tf.Module):
             axis=1,
             separator=" ",
         )
+        # A row cut out of an over-long sentence reads as its pieces:
+        # detokenise those rows only.
+        forced_rows = tf.where(row_forced)[:, 0]
+        in_forced = tf.gather(row_forced, token_row)
+        compact = tf.cumsum(tf.cast(row_forced, tf.int32)) - 1
         pieces = self._tokenizer.detokenize(
             tf.RaggedTensor.from_value_rowids(
-                sentences["ids"].flat_values, token_row, nrows=num_rows
+                tf.boolean_mask(sentences["ids"].flat_values, in_forced),
+                tf.gather(compact, tf.boolean_mask(token_row, in_forced)),
+                nrows=tf.shape(forced_rows, out_type=tf.int32)[0],
             )
         )
         return dict(
@@ -779,7 +795,7 @@ class TextStructurer(tf.Module):
             num_rows=num_rows,
             batch=tf.gather(sentences["batch"], row_sentence),
             document=tf.gather(sentences["document"], row_sentence),
-            text=tf.where(row_forced, pieces, joined),
+            text=tf.tensor_scatter_nd_update(joined, forced_rows[:, None], pieces),
         )
 
     def _rows_snippets(self, sentences):
