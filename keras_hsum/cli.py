@@ -60,40 +60,41 @@ def _vocab(args):
 
 def _structure(args):
     import numpy as np
+    import tensorflow as tf
 
-    from keras_hsum.data import structure
-    from keras_hsum.data.reader import ReadReport
-    from keras_hsum.data.reader import read_examples
+    from keras_hsum.data.pipeline import PipelineReport
+    from keras_hsum.data.pipeline import structured_examples
     from keras_hsum.data.vocabulary import Vocabulary
 
-    builder = structure.BUILDERS[args.family]
-    total = structure.TruncationReport()
-    read_report = ReadReport()
+    report = PipelineReport()
     rows = []
-    failures = 0
     try:
         vocabulary = Vocabulary.load(args.vocab)
-        for example in read_examples(args.data, skip_invalid=True, report=read_report):
-            try:
-                result = builder(example, vocabulary, args.max_units, args.max_tokens)
-            except ValueError as error:
-                failures += 1
-                print(f"skipped {example.id}: {error}", file=sys.stderr)
-                continue
-            total.merge(result.report)
-            rows.append(result.features["tokens"].shape[0])
+        examples = structured_examples(
+            args.data, vocabulary, args.family, args.max_units, args.max_tokens,
+            report=report, require_summary=False,
+        )
+        for features in examples:
+            rows.append(
+                len(features["tokens"]) if args.family == "flat"
+                else int(features["paragraph_mask"].sum())
+            )
             if args.limit and len(rows) >= args.limit:
                 break
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, tf.errors.OpError) as error:
         print(f"keras-hsum structure: error: {error}", file=sys.stderr)
         return 1
+    for message in report.errors:
+        print(f"skipped {message}", file=sys.stderr)
+    unit = "tokens" if args.family == "flat" else "rows"
     print(
-        f"{args.family}: {len(rows)} examples, rows per example "
-        f"mean {np.mean(rows):.1f} max {max(rows, default=0)} (P <= {args.max_units}, "
-        f"T = {args.max_tokens}); {failures} examples could not be structured; "
-        f"{read_report.skipped} invalid lines skipped."
+        f"{args.family}: {len(rows)} examples, {unit} per example "
+        f"mean {np.mean(rows) if rows else 0:.1f} max {max(rows, default=0)} "
+        f"(P <= {args.max_units}, T = {args.max_tokens}); "
+        f"{report.empty_input + report.other_errors} examples could not be "
+        f"structured; {report.invalid_lines} invalid lines skipped."
     )
-    print(total)
+    print(report.truncation)
     return 0
 
 

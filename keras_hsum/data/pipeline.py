@@ -441,6 +441,9 @@ _RAW_SIGNATURE = {
     "example_id": tf.TensorSpec([], tf.string),
     "dataset": tf.TensorSpec([], tf.string),
 }
+# The structurer's per-example truncation counts (`statistics=True`).
+_STATISTICS = ("input_tokens", "output_tokens", "dropped_units",
+               "truncated_units", "forced_splits")
 # Raw examples are structured this many at a time (the structurer is
 # vectorised over a batch), then unbatched.
 _STRUCTURE_CHUNK = 16
@@ -487,7 +490,6 @@ def _raw_strings(source, report, needs_summary, skip_invalid, strict, unicode_er
             report.count_skip("empty_input", f"example {example.id!r}: {error}")
             continue
         report.yielded += 1
-        report.truncation.examples += 1
         yield {
             "documents": np.asarray(documents or [""], dtype=object),
             "title": example.title or "",
@@ -517,7 +519,6 @@ def _uncount(report, reason, strict, failures):
             failures.append(error)
             raise error
         report.yielded -= 1
-        report.truncation.examples -= 1
         report.count_skip(reason, f"example {name!r}: {message}")
         return False
 
@@ -543,11 +544,8 @@ def _structured_from_tensors(values, family):
         summary=text(values["summary"]),
         references=tuple(text(r) for r in values["references"]),
     )
-    features = {
-        name: value
-        for name, value in values.items()
-        if name not in _RAW_SIGNATURE and name != "unit_texts"
-    }
+    internal = set(_RAW_SIGNATURE) | set(_STATISTICS) | {"unit_texts", "summary_tokens_count"}
+    features = {name: value for name, value in values.items() if name not in internal}
     return example, structure.Structured(
         features=features, texts=texts, report=structure.TruncationReport()
     )
@@ -610,7 +608,7 @@ def _structured_dataset(
     from keras_hsum.data.structurer import TextStructurer
 
     structurer = TextStructurer(
-        vocabulary.proto, family, max_units, max_tokens, **options
+        vocabulary.proto, family, max_units, max_tokens, statistics=True, **options
     )
     needs_summary = bool(require_summary or max_target_length)
 
@@ -673,13 +671,38 @@ def _structured_dataset(
         return tf.reshape(kept, [])
 
     def finish(example):
-        example = dict(example)
-        example.pop("summary_tokens_count", None)
-        return _trim(example, family, vocabulary.pad_id)
+        return _trim(dict(example), family, vocabulary.pad_id)
 
     return dataset.filter(keep).map(
         finish, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
     )
+
+
+def _counted_truncation(dataset, report, max_target_length):
+    """Adds each example's truncation counts (the structurer's statistics
+    and the target's) to `report.truncation` as it passes."""
+    names = _STATISTICS + (("summary_tokens_count",) if max_target_length else ())
+
+    def count(*values):
+        counted = {name: int(value) for name, value in zip(_STATISTICS, values)}
+        counted["dropped_tokens"] = counted["input_tokens"] - counted["output_tokens"]
+        counted["examples"] = 1
+        if max_target_length:
+            summary_tokens = int(values[-1])
+            cut = max(summary_tokens - (max_target_length - 2), 0)
+            counted.update(target_tokens=summary_tokens, target_dropped_tokens=cut,
+                           truncated_targets=int(cut > 0))
+        report.truncation.merge(structure.TruncationReport(**counted))
+        return True
+
+    def add(example):
+        counted = tf.py_function(count, [example[name] for name in names], tf.bool)
+        example = dict(example)
+        with tf.control_dependencies([counted]):
+            example["tokens"] = tf.identity(example["tokens"])
+        return example
+
+    return dataset.map(add, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
 def _with_extras(dataset, extras, names, specs, family, max_tokens, report, strict,
@@ -701,7 +724,6 @@ def _with_extras(dataset, extras, names, specs, family, max_tokens, report, stri
             if strict:
                 raise
             report.yielded -= 1
-            report.truncation.examples -= 1
             report.count_skip("other_errors", f"example {example.id!r}: {error}")
             return [np.asarray(False)] + [
                 np.zeros([0] * len(specs[name].axes), specs[name].dtype.name)
@@ -781,6 +803,7 @@ def _prepared(
     dataset = _with_extras(
         dataset, extras, names, specs, family, max_tokens, report, strict, failures
     )
+    dataset = _counted_truncation(dataset, report, max_target_length)
     kept = set(specs)
 
     def select(example):

@@ -193,6 +193,14 @@ class TextStructurer(tf.Module):
         max_units: P, rows per example (ignored by `"flat"`, may be None).
         max_tokens: T, tokens per row (N, the sequence length, for
             `"flat"`).
+        statistics: also return `keras_hsum.data.TruncationReport`'s counts
+            per example, int32 [B] each: `input_tokens` (the tokens of
+            every sentence), `output_tokens` (those in the output; for
+            `"flat"` without the `<para>` separators), `dropped_units`
+            (rows beyond P), `truncated_units` (kept rows cut at T; for
+            `"flat"` 1 when the sequence was cut at N) and `forced_splits`
+            (sentences longer than T split at token boundaries by the
+            packing families). Off for serving.
         **family_options: the builder's keyword arguments:
             `rank="tfidf"|"order"`, `pack="paragraph"|"section"`,
             `context_length=32` for `"paragraphs"`; `rank` for `"flat"`.
@@ -225,9 +233,11 @@ class TextStructurer(tf.Module):
     """
 
     def __init__(
-        self, vocabulary_proto, family, max_units, max_tokens, **family_options
+        self, vocabulary_proto, family, max_units, max_tokens, *,
+        statistics=False, **family_options
     ):
         super().__init__(name="text_structurer")
+        self.statistics = bool(statistics)
         if family not in FAMILIES:
             raise ValueError(
                 f"Unknown family {family!r}; expected one of {', '.join(FAMILIES)}."
@@ -699,9 +709,28 @@ class TextStructurer(tf.Module):
             section_key=tf.gather(paragraph_section, sentence_paragraph),
         )
         if self.family == "flat":
-            return self._flat(sentences, context, num_batch)
-        rows = getattr(self, "_rows_" + self.family)(sentences)
-        return self._dense(rows, sentences, context, num_batch)
+            features = self._flat(sentences, context, num_batch)
+        else:
+            rows = getattr(self, "_rows_" + self.family)(sentences)
+            features = self._dense(rows, sentences, context, num_batch)
+        if self.statistics:
+            features.update(self._input_statistics(sentences, num_batch))
+        return features
+
+    def _input_statistics(self, sentences, num_batch):
+        """`TruncationReport`'s input counts per example: int32 [B] each."""
+        packed = self.family in ("paragraphs", "snippets")
+        forced = tf.cast(sentences["lengths"] > self.max_tokens, tf.int32)
+        return {
+            "input_tokens": tf.math.unsorted_segment_sum(
+                sentences["lengths"], sentences["batch"], num_batch
+            ),
+            "forced_splits": tf.math.unsorted_segment_sum(
+                forced if packed else tf.zeros_like(forced),
+                sentences["batch"],
+                num_batch,
+            ),
+        }
 
     def _rows_sentences(self, sentences):
         count = tf.shape(sentences["lengths"])[0]
@@ -856,6 +885,20 @@ class TextStructurer(tf.Module):
         token_mask = tf.scatter_nd(
             token_index, tf.ones([tf.shape(token_index)[0]], tf.bool), shape
         )
+        if self.statistics:
+            cut = tf.math.unsorted_segment_max(
+                tf.cast(rows["token_column"] >= T, tf.int32), token_row,
+                tf.shape(batch)[0],
+            )
+            statistics = {
+                "output_tokens": tf.reduce_sum(tf.cast(token_mask, tf.int32), [1, 2]),
+                "dropped_units": tf.math.unsorted_segment_sum(
+                    tf.cast(~kept, tf.int32), batch, num_batch
+                ),
+                "truncated_units": tf.math.unsorted_segment_sum(
+                    tf.where(kept, cut, 0), batch, num_batch
+                ),
+            }
         features = {
             "tokens": tf.ensure_shape(tokens, [None, P, T]),
             "token_mask": tf.ensure_shape(token_mask, [None, P, T]),
@@ -884,6 +927,8 @@ class TextStructurer(tf.Module):
                 ),
                 [None, length],
             )
+        if self.statistics:
+            features.update(statistics)
         return features
 
     def _flat(self, sentences, context, num_batch):
@@ -944,6 +989,23 @@ class TextStructurer(tf.Module):
                 0,
             )
         kept = index[:, 1] < N
+        if self.statistics:
+            content = tf.concat(
+                [tf.ones(tf.shape(sentences["ids"].flat_values), tf.int32),
+                 tf.zeros([tf.shape(values)[0] - tf.shape(sentences["ids"].flat_values)[0]],
+                          tf.int32)],
+                0,
+            )
+            statistics = {
+                "output_tokens": tf.math.unsorted_segment_sum(
+                    content * tf.cast(kept, tf.int32), index[:, 0], num_batch
+                ),
+                "dropped_units": tf.zeros([num_batch], tf.int32),
+                "truncated_units": tf.math.unsorted_segment_max(
+                    tf.cast(~kept, tf.int32), index[:, 0], num_batch
+                ),
+            }
+            statistics["truncated_units"] = tf.maximum(statistics["truncated_units"], 0)
         index = tf.boolean_mask(index, kept)
         shape = tf.stack([num_batch, N])
         tokens = tf.tensor_scatter_nd_update(
@@ -955,8 +1017,11 @@ class TextStructurer(tf.Module):
             index, tf.ones([tf.shape(index)[0]], tf.bool), shape
         )
         texts = tf.tensor_scatter_nd_update(tf.fill(grid, ""), by_rank, text)
-        return {
+        features = {
             "tokens": tf.ensure_shape(tokens, [None, N]),
             "token_mask": tf.ensure_shape(token_mask, [None, N]),
             "unit_texts": texts,
         }
+        if self.statistics:
+            features.update(statistics)
+        return features

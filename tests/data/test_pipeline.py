@@ -737,3 +737,35 @@ def test_the_extras_are_reachable_where_the_models_messages_name_them():
         assert getattr(data, name) is getattr(pipeline, name)
     with pytest.raises(AttributeError, match="no attribute 'seal_label'"):
         data.seal_label
+
+
+@pytest.mark.parametrize("family", pipeline.FAMILIES)
+def test_truncation_report_equals_the_builders(family, examples, vocabulary):
+    """The report's truncation counts (computed in the graph by the
+    structurer) equal the Python builders' `TruncationReport`s merged over
+    the same examples (split again by `split_sentences`), target counts
+    from `build_target` included; tight limits so that every count moves."""
+    limits = (
+        {"max_tokens": 64} if family == "flat" else {"max_units": 4, "max_tokens": 12}
+    )
+    report = pipeline.PipelineReport()
+    for _ in pipeline.make_dataset(
+        examples, vocabulary, family, batch_size=BATCH, max_target_length=12,
+        report=report, **limits,
+    ):
+        pass
+    expected = structure.TruncationReport()
+    for example in examples:
+        example = resplit_sentences(example)
+        if family == "flat":
+            built = structure.build_flat(example, vocabulary, limits["max_tokens"])
+        else:
+            built = structure.BUILDERS[family](
+                example, vocabulary, limits["max_units"], limits["max_tokens"]
+            )
+        structure.build_target(example.summary, vocabulary, 12, built.report)
+        expected.merge(built.report)
+    assert report.truncation.as_dict() == expected.as_dict()
+    moved = [name for name, value in expected.as_dict().items() if value]
+    print(f"\n{family}: {expected}")
+    assert "dropped_tokens" in moved and "target_dropped_tokens" in moved
