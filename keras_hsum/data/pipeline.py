@@ -54,8 +54,8 @@ Skipped examples. A line that is not valid JSON/UTF-8/schema, an example
 whose documents hold no token, an example without a summary (when one is
 required), or a `ValueError` raised by an extra on one example is skipped
 and counted in a `PipelineReport`; the other examples go on. The report's
-`truncation` counts examples; the row and token counts of a
-`TruncationReport` come from `keras-hsum structure`.
+`truncation` sums the structurer's counts (`statistics=True`) over the
+examples that went through.
 With `strict=True` the error is raised instead (inside `make_dataset`, a
 Python error raised by the generator reaches the caller as a
 `tf.errors.InvalidArgumentError` that carries its message).

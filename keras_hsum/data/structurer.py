@@ -9,8 +9,8 @@ loads and runs in a process that imports only `tensorflow` and
 model is served the features it was trained on.
 
 The Python builders of `keras_hsum.data.structure` are its independent
-reference in the tests (and still back `keras-hsum structure`'s truncation
-report). Step by step, the structurer does what they do to plain text:
+reference in the tests. Step by step, the structurer does what they do to
+plain text:
 
 1. `keras_hsum.data.reader.example_from_text`: each string of `documents`
    is one document; inside it, lines are stripped, a blank line closes a
