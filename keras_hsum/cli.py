@@ -263,7 +263,6 @@ def _preprocess(args):
             vocabulary_file=vocab, num_shards=args.num_shards, recipe=args.recipe,
             config=args.config, split=args.split,
             pipeline_args=pipeline_args + list(args.pipeline_args),
-            chunk_size=args.chunk_size,
         )
         if args.vocab is None:
             os.remove(vocab)
@@ -373,10 +372,6 @@ def build_parser():
     prep.add_argument(
         "--direct-num-workers", type=positive_int, default=1,
         help="DirectRunner worker processes (multi_processing mode when > 1)",
-    )
-    prep.add_argument(
-        "--chunk-size", type=positive_int, default=64,
-        help="examples structured at a time in a worker",
     )
     prep.add_argument(
         "--set", action="append", metavar="KEY=VALUE",

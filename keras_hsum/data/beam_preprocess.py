@@ -12,9 +12,8 @@ range its first byte is in), every `num_shards`-th line from line i of a
 gzip file (which cannot be entered in the middle), or a whole `.txt` file
 (one example) for i = file index mod `num_shards`. `WriteShard` loads the
 vocabulary and the recipe's `ExampleFeatures` once per worker (`setup`),
-reads its slice line by line, structures chunks of `chunk_size` examples,
-and streams them into its shard file: memory stays flat in the corpus
-size, and shard i holds its examples in corpus order (for one uncompressed
+reads its slice line by line and streams it through one structuring
+pipeline into its shard file: memory stays flat in the corpus size, and shard i holds its examples in corpus order (for one uncompressed
 file, shard 0, 1, ... read one after the other is the corpus order). A
 retried task rewrites its shard from the start.
 
@@ -138,10 +137,10 @@ def _stride_lines(path, index, count):
 def _piece_examples(piece, report, unicode_errors):
     """The examples of one piece; invalid lines are counted into `report`."""
     if piece[0] == "text":
-        report.read += 1
         try:
             yield read_text(piece[1], unicode_errors="replace")
         except InvalidExampleError as error:
+            report.read += 1
             report.count_skip("invalid_lines", str(error))
         return
     lines = (
@@ -153,17 +152,21 @@ def _piece_examples(piece, report, unicode_errors):
             raw = raw.removeprefix(b"\xef\xbb\xbf")
         if not raw.strip():
             continue
-        report.read += 1
         try:
-            yield parse_jsonl_line(
+            example = parse_jsonl_line(
                 raw, f"{path} ({where})" if isinstance(where, str) else path,
                 where if isinstance(where, int) else 0, unicode_errors,
             )
         except InvalidExampleError as error:
+            # The pipeline counts the examples it reads; an invalid line
+            # never reaches it.
+            report.read += 1
             report.count_skip("invalid_lines", str(error))
+            continue
+        yield example
 
 
-def write_shard(task, out, num_shards, features, chunk_size=64, unicode_errors="strict"):
+def write_shard(task, out, num_shards, features, unicode_errors="strict"):
     """Writes shard `task[0]` of `num_shards` into `out` (no Beam needed).
 
     Args:
@@ -171,7 +174,6 @@ def write_shard(task, out, num_shards, features, chunk_size=64, unicode_errors="
         out: the shard folder.
         num_shards: the number of shards.
         features: an `ExampleFeatures`.
-        chunk_size: examples structured at a time.
         unicode_errors: as in `read_jsonl`.
 
     Returns:
@@ -185,21 +187,14 @@ def write_shard(task, out, num_shards, features, chunk_size=64, unicode_errors="
     started = time.perf_counter()
     report = PipelineReport()
     name = shards_lib.shard_name(index, num_shards)
+    examples = (
+        example
+        for piece in pieces
+        for example in _piece_examples(piece, report, unicode_errors)
+    )
     with shards_lib.ShardWriter(os.path.join(out, name), features.specs) as writer:
-        chunk = []
-
-        def flush():
-            for example_id, arrays in features(chunk, report):
-                writer.write(example_id, arrays)
-            chunk.clear()
-
-        for piece in pieces:
-            for example in _piece_examples(piece, report, unicode_errors):
-                chunk.append(example)
-                if len(chunk) >= chunk_size:
-                    flush()
-        if chunk:
-            flush()
+        for example_id, arrays in features(examples, report):
+            writer.write(example_id, arrays)
     summary = {
         "index": index,
         "file": name,
@@ -235,11 +230,10 @@ def _shard_writer_fn(beam):
         """Writes one shard per task; the vocabulary and the recipe's
         feature function are loaded once per worker."""
 
-        def __init__(self, out, num_shards, structure_factory, chunk_size, unicode_errors):
+        def __init__(self, out, num_shards, structure_factory, unicode_errors):
             self.out = out
             self.num_shards = num_shards
             self.structure_factory = structure_factory
-            self.chunk_size = chunk_size
             self.unicode_errors = unicode_errors
             self.features = None
 
@@ -253,8 +247,7 @@ def _shard_writer_fn(beam):
             from apache_beam.metrics import Metrics
 
             summary = write_shard(
-                task, self.out, self.num_shards, self.features,
-                self.chunk_size, self.unicode_errors,
+                task, self.out, self.num_shards, self.features, self.unicode_errors,
             )
             Metrics.counter(NAMESPACE, "examples_written").inc(summary["examples"])
             Metrics.counter(NAMESPACE, "shards_written").inc()
@@ -283,7 +276,6 @@ def preprocess(
     config=None,
     split=None,
     pipeline_args=(),
-    chunk_size=64,
     unicode_errors="strict",
 ):
     """Runs the Beam pipeline: `data` → shard folder `out`.
@@ -300,7 +292,6 @@ def preprocess(
         pipeline_args: Beam pipeline options, e.g. `["--runner",
             "DirectRunner", "--direct_running_mode", "multi_processing",
             "--direct_num_workers", "2"]`.
-        chunk_size: examples structured at a time.
         unicode_errors: as in `read_jsonl`.
 
     Returns:
@@ -349,7 +340,7 @@ def preprocess(
             | "Spread" >> beam.Reshuffle()
             | "WriteShards" >> beam.ParDo(
                 _shard_writer_fn(beam)(
-                    out, num_shards, structure_factory, chunk_size, unicode_errors
+                    out, num_shards, structure_factory, unicode_errors
                 )
             )
             | "Collect" >> beam.combiners.ToList()

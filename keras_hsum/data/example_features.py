@@ -175,28 +175,29 @@ class ExampleStructure:
 
 
 class ExampleFeatures:
-    """Features of a chunk of examples for one `ExampleStructure`.
+    """Features of a stream of examples for one `ExampleStructure`.
 
     Args:
         structure: an `ExampleStructure`.
         vocabulary: the `Vocabulary` that tokenizes.
 
     Call arguments:
-        examples: a list of `Example`.
+        examples: an iterable of `Example` (read once, lazily: a generator
+            over a corpus keeps memory flat).
         report: an optional `keras_hsum.data.pipeline.PipelineReport` that
-            receives the counts of skipped examples.
+            receives the counts of read and skipped examples.
 
     Returns:
-        A list of `(example_id, features)`, one per kept example in input
-        order; `features` maps each name of `structure.specs` to a numpy
-        array with that dtype and the axes' sizes of this example (P <=
-        max_units rows, S <= max_target_length, ...). Examples without a
-        summary or without a token are skipped and counted, as
+        An iterator of `(example_id, features)`, one per kept example in
+        input order; `features` maps each name of `structure.specs` to a
+        numpy array with that dtype and the axes' sizes of this example
+        (P <= max_units rows, S <= max_target_length, ...). Examples
+        without a summary or without a token are skipped and counted, as
         `make_dataset` skips them.
 
     Example:
     >>> features = ExampleFeatures(ExampleStructure("sections", 8, 32, 40), vocabulary)
-    >>> [(example_id, arrays)] = features([example])
+    >>> [(example_id, arrays)] = list(features([example]))
     """
 
     def __init__(self, structure, vocabulary):
@@ -208,9 +209,8 @@ class ExampleFeatures:
         from keras_hsum.data.pipeline import structured_examples
 
         structure = self.structure
-        out = []
         for values in structured_examples(
-            list(examples),
+            examples,
             self.vocabulary,
             structure.family,
             structure.max_units,
@@ -222,5 +222,4 @@ class ExampleFeatures:
             include_ids=True,
         ):
             example_id = str(values.pop("example_id"))
-            out.append((example_id, {name: values[name] for name in self.specs}))
-        return out
+            yield example_id, {name: values[name] for name in self.specs}

@@ -107,6 +107,7 @@ def test_shard_counts_are_exact_and_skips_counted(corpus):
     assert spec["examples"] == 24
     assert spec["skipped"]["invalid_lines"] == 2
     assert spec["skipped"]["empty_summary"] == 1
+    assert spec["read"] == 27  # every line once
     assert [s["examples"] for s in spec["shards"]] == [
         sum(1 for _ in tf.data.TFRecordDataset(os.path.join(corpus["out"], s["file"])))
         for s in spec["shards"]
