@@ -26,7 +26,7 @@ from keras_hsum.data import reader as reader_lib
 from keras_hsum.data.labels import shte_pairs
 from keras_hsum.data.pipeline import declare_features
 from keras_hsum.data.sentences import split_sentences
-from keras_hsum.data.structure import build_sentences
+from keras_hsum.data.structurer import TextStructurer
 from keras_hsum.models.shte import SHTE
 from recipes.base import RecipeConfig
 from recipes.base import batches
@@ -233,6 +233,8 @@ def summary_features(config, vocabulary):
         vocabulary.pad_id,
     )
 
+    structurer = TextStructurer(vocabulary.proto, "sentences", rows, width)
+
     @declare_features(
         summary_tokens=("int32", (rows, "T"), pad_id),
         summary_token_mask=("bool", (rows, "T")),
@@ -240,20 +242,14 @@ def summary_features(config, vocabulary):
         label=("int32", ()),
     )
     def summary(example, structured):
-        built = build_sentences(
-            _summary_example(example, example.summary), vocabulary, rows, width
-        ).features
-        count = built["tokens"].shape[0]
-        tokens = np.full((rows, width), pad_id, np.int32)
-        token_mask = np.zeros((rows, width), bool)
-        paragraph_mask = np.zeros((rows,), bool)
-        tokens[:count] = built["tokens"]
-        token_mask[:count] = built["token_mask"]
-        paragraph_mask[:count] = built["paragraph_mask"]
+        # The candidate summary as one paragraph, structured by the same
+        # graph structurer as the documents (and the SavedModel).
+        text = reader_lib.render_documents(_summary_example(example, example.summary))
+        built = structurer(tf.constant([text]))
         return {
-            "summary_tokens": tokens,
-            "summary_token_mask": token_mask,
-            "summary_paragraph_mask": paragraph_mask,
+            "summary_tokens": built["tokens"][0].numpy(),
+            "summary_token_mask": built["token_mask"][0].numpy(),
+            "summary_paragraph_mask": built["paragraph_mask"][0].numpy(),
             "label": np.asarray(pair_label(example), np.int32),
         }
 

@@ -234,3 +234,32 @@ def test_memorizes_eight_real_examples_pairs(vocabulary, real_examples):
     logits = model.predict(inputs, batch_size=16, verbose=0)
     accuracy = float(np.mean(np.argmax(logits, -1) == labels))
     assert accuracy == 1.0, accuracy
+
+
+@pytest.mark.tensorflow_only
+def test_summary_side_is_structured_as_the_python_builder_does(vocabulary, real_examples):
+    """The candidate summary's rows (graph structurer) equal the Python
+    builder's on the summary as one paragraph of its sentences, padded to
+    Q rows, on 40 real scitldr summaries; the label marks the own summary."""
+    import dataclasses
+
+    import recipes.shte as recipe
+    from keras_hsum.data.structure import build_sentences
+
+    config = recipe.CONFIGS["tiny"].replace(max_summary_sentences=3, max_sentence_tokens=12)
+    extra = recipe.summary_features(config, vocabulary)
+    examples = list(real_examples("scitldr_a", "val"))[:40]
+    for example, other in zip(examples, examples[1:] + examples[:1]):
+        for summary, label in ((example.summary, 1), (other.summary, 0)):
+            pair = dataclasses.replace(example, summary=summary,
+                                       references=(example.summary,))
+            got = extra(pair, None)
+            built = build_sentences(
+                recipe._summary_example(pair, summary), vocabulary, 3, 12
+            ).features
+            rows = len(built["tokens"])
+            np.testing.assert_array_equal(got["summary_tokens"][:rows], built["tokens"])
+            np.testing.assert_array_equal(got["summary_token_mask"][:rows], built["token_mask"])
+            assert got["summary_paragraph_mask"].tolist() == [True] * rows + [False] * (3 - rows)
+            assert (got["summary_tokens"][rows:] == vocabulary.pad_id).all()
+            assert int(got["label"]) == label
