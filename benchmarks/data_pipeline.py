@@ -27,11 +27,22 @@ time(1 MB) / time(100 KB): linear time gives 10×, the target is ≤ 15×
 (issue 46: it was quadratic, 26.9 s at 1 MB). The same 1 MB cut into
 ~1 KB paragraphs is timed beside it.
 
+`--shards` times reading a shard folder written by `keras-hsum preprocess`
+against the in-process pipeline: the same recipe's `make_dataset` on the
+JSONL corpus (cold) and on its shards, one pass each, examples/s.
+`--corpus-scale N [N ...]` writes a synthetic corpus of N documents (the
+bundled texts repeated with new ids) and runs `keras-hsum preprocess` on it
+with 1 and 2 DirectRunner workers: wall time, peak memory of the whole
+process tree (psutil, sampled every 0.2 s), and the shards' example count
+against N.
+
 Usage (from the repository root):
     python benchmarks/data_pipeline.py --quick          # smoke test, < 1 min
     python benchmarks/data_pipeline.py                  # full corpora
     python benchmarks/data_pipeline.py --datasets scisummnet --max-examples 100
     python benchmarks/data_pipeline.py --structurer     # ~1 min
+    python benchmarks/data_pipeline.py --shards         # ~1 min
+    python benchmarks/data_pipeline.py --corpus-scale 2000 8000
 
 Writes `benchmarks/results/data_pipeline[_quick].json` and `.md`
 (`data_pipeline_structurer.json` and `.md` with `--structurer`).
@@ -351,6 +362,191 @@ def structurer_markdown(result):
     return "\n".join(lines)
 
 
+SHARDS_RECIPE = ("pht", "tiny")
+SCALE_CORPUS = ("qmsum_goldspan", "train")
+
+
+def _preprocess_command(corpus, out, vocab, workers, num_shards, split="train"):
+    recipe, config = SHARDS_RECIPE
+    return [
+        sys.executable, "-m", "keras_hsum.cli", "preprocess", "--recipe", recipe,
+        "--config", config, "--data", corpus, "--out", out, "--vocab", vocab,
+        "--split", split, "--num-shards", str(num_shards),
+        "--direct-num-workers", str(workers),
+    ]
+
+
+def _run_measured(command):
+    """Runs `command`; returns (wall seconds, peak RSS of its process tree
+    in MiB, peak RSS of its largest process in MiB, stdout)."""
+    import subprocess
+
+    import psutil
+
+    import tempfile
+
+    errors = tempfile.TemporaryFile(mode="w+")
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True)
+    root = psutil.Process(process.pid)
+    peak_tree = peak_one = 0
+    while process.poll() is None:
+        try:
+            tree = [root] + root.children(recursive=True)
+            sizes = []
+            for member in tree:
+                try:
+                    sizes.append(member.memory_info().rss)
+                except psutil.Error:
+                    pass
+            peak_tree = max(peak_tree, sum(sizes))
+            peak_one = max(peak_one, max(sizes, default=0))
+        except psutil.Error:
+            pass
+        time.sleep(0.2)
+    output = process.stdout.read()
+    if process.returncode:
+        errors.seek(0)
+        raise RuntimeError(
+            f"{' '.join(command)} failed ({process.returncode}): {output}\n"
+            + errors.read()[-3000:]
+        )
+    return time.perf_counter() - started, peak_tree / 2**20, peak_one / 2**20, output
+
+
+def _vocabulary_file(folder):
+    from keras_hsum.data.corpora import sample_path
+
+    path = os.path.join(folder, "vocab.model")
+    examples = list(read_examples(sample_path(*SCALE_CORPUS)))
+    Vocabulary.train(corpus_sentences(examples), vocabulary_size=4000).save(path)
+    return path
+
+
+def measure_shards(args):
+    """Examples/s of a recipe's make_dataset on JSONL (cold) vs on shards."""
+    import subprocess
+    import tempfile
+
+    import recipes
+    from keras_hsum.data.corpora import sample_path
+
+    recipe_name, config_name = SHARDS_RECIPE
+    recipe = recipes.get(recipe_name)
+    config = recipes.config(recipe_name, config_name)
+    with tempfile.TemporaryDirectory() as folder:
+        corpus = sample_path(*SCALE_CORPUS)
+        vocab = _vocabulary_file(folder)
+        vocabulary = Vocabulary.load(vocab)
+        out = os.path.join(folder, "shards")
+        subprocess.run(_preprocess_command(corpus, out, vocab, 1, 2, split="val"),
+                       check=True, capture_output=True)
+        rows = []
+        for label, source in (("make_dataset (JSONL, cold)", corpus), ("read_shards", out)):
+            for repeat in range(args.shards_repeats):
+                started = time.perf_counter()
+                count = 0
+                for inputs, _, _ in recipe.make_dataset(config, source, vocabulary, training=False):
+                    count += int(inputs["tokens"].shape[0])
+                seconds = time.perf_counter() - started
+                rows.append({"pipeline": label, "repeat": repeat, "examples": count,
+                             "seconds": seconds, "examples_per_second": count / seconds})
+                print(f"{label}: {count} examples in {seconds:.2f} s "
+                      f"({count / seconds:.0f} examples/s)")
+    return rows
+
+
+def shards_markdown(result):
+    lines = [
+        f"# Reading shards vs the in-process pipeline ({result['recipe']}, "
+        f"{result['corpus']}, batch {result['batch_size']}, one pass, {result['date']})",
+        "",
+        "| pipeline | repeat | examples | seconds | examples/s |",
+        "|---|---|---|---|---|",
+    ]
+    for row in result["rows"]:
+        lines.append(
+            f"| {row['pipeline']} | {row['repeat']} | {row['examples']} | "
+            f"{row['seconds']:.2f} | {row['examples_per_second']:.0f} |"
+        )
+    best = {}
+    for row in result["rows"]:
+        best[row["pipeline"]] = max(best.get(row["pipeline"], 0), row["examples_per_second"])
+    values = list(best.values())
+    if len(values) == 2 and values[0]:
+        lines += ["", f"read_shards / make_dataset (best of each): {values[1] / values[0]:.1f}x"]
+    return "\n".join(lines)
+
+
+def _synthetic_corpus(path, size):
+    """`size` documents: the bundled examples repeated, each with a new id."""
+    from keras_hsum.data.corpora import sample_path
+    import gzip
+
+    with gzip.open(sample_path(*SCALE_CORPUS), "rt", encoding="utf-8") as file:
+        records = [json.loads(line) for line in file if line.strip()]
+    with open(path, "w", encoding="utf-8") as file:
+        for index in range(size):
+            record = dict(records[index % len(records)])
+            record["id"] = f"synthetic-{index:07d}-{record['id']}"
+            file.write(json.dumps(record) + "\n")
+
+
+def measure_corpus_scale(args):
+    import shutil
+    import tempfile
+
+    from keras_hsum.data import shards
+
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        vocab = _vocabulary_file(folder)
+        for size in args.corpus_scale:
+            corpus = os.path.join(folder, f"corpus-{size}.jsonl")
+            _synthetic_corpus(corpus, size)
+            for workers in args.scale_workers:
+                out = os.path.join(folder, f"shards-{size}-{workers}")
+                seconds, tree_mib, one_mib, _ = _run_measured(
+                    _preprocess_command(corpus, out, vocab, workers, args.scale_shards)
+                )
+                spec = shards.read_spec(out)
+                counted = shards.verify_shards(out)
+                row = {
+                    "documents": size, "workers": workers, "shards": len(spec["shards"]),
+                    "wall_seconds": seconds, "documents_per_second": size / seconds,
+                    "peak_rss_tree_mib": tree_mib, "peak_rss_largest_process_mib": one_mib,
+                    "examples_written": spec["examples"], "examples_in_shards": counted,
+                    "skipped": spec["skipped"],
+                    "exact": counted == spec["examples"]
+                    and spec["examples"] + sum(spec["skipped"].values()) == size,
+                }
+                rows.append(row)
+                print(json.dumps(row))
+                shutil.rmtree(out)
+            os.remove(corpus)
+    return rows
+
+
+def corpus_scale_markdown(result):
+    lines = [
+        f"# keras-hsum preprocess at corpus scale ({result['recipe']}, synthetic corpus: "
+        f"bundled {result['corpus']} repeated with new ids, DirectRunner, {result['date']})",
+        "",
+        "| documents | workers | shards | wall s | documents/s | peak RSS, process tree (MiB) "
+        "| peak RSS, largest process (MiB) | examples in shards | skipped | exact |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in result["rows"]:
+        lines.append(
+            f"| {row['documents']:,} | {row['workers']} | {row['shards']} | "
+            f"{row['wall_seconds']:.1f} | {row['documents_per_second']:.1f} | "
+            f"{row['peak_rss_tree_mib']:.0f} | {row['peak_rss_largest_process_mib']:.0f} | "
+            f"{row['examples_in_shards']:,} | {sum(row['skipped'].values())} | {row['exact']} |"
+        )
+    lines += ["", f"Machine: {result['machine']['cpus']} CPUs, {result['machine']['platform']}."]
+    return "\n".join(lines)
+
+
 def _write(stem, result, table):
     os.makedirs(os.path.dirname(stem) or ".", exist_ok=True)
     with open(stem + ".json", "w", encoding="utf-8") as handle:
@@ -398,7 +594,39 @@ def main(argv=None):
     )
     parser.add_argument("--structurer-recipes", nargs="+", default=list(STRUCTURER_RECIPES))
     parser.add_argument("--structurer-repeats", type=int, default=2)
+    parser.add_argument(
+        "--shards", action="store_true",
+        help="examples/s of make_dataset on JSONL vs on shards written by preprocess",
+    )
+    parser.add_argument("--shards-repeats", type=int, default=2)
+    parser.add_argument(
+        "--corpus-scale", type=int, nargs="+", default=None, metavar="N",
+        help="preprocess synthetic corpora of N documents: wall time, peak memory, counts",
+    )
+    parser.add_argument("--scale-workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--scale-shards", type=int, default=4)
     args = parser.parse_args(argv)
+    if args.shards or args.corpus_scale:
+        started = time.perf_counter()
+        result = {
+            "benchmark": "data_pipeline --shards" if args.shards else "data_pipeline --corpus-scale",
+            "date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "recipe": "/".join(SHARDS_RECIPE),
+            "corpus": "/".join(SCALE_CORPUS),
+            "batch_size": 8,
+            "machine": _machine(),
+        }
+        if args.shards:
+            result["rows"] = measure_shards(args)
+            table, stem = shards_markdown(result), "data_pipeline_shards"
+        else:
+            result["rows"] = measure_corpus_scale(args)
+            table, stem = corpus_scale_markdown(result), "data_pipeline_corpus_scale"
+        result["total_seconds"] = time.perf_counter() - started
+        print()
+        print(table)
+        _write(args.output or os.path.join(RESULTS, stem), result, table)
+        return result
     if args.structurer:
         started = time.perf_counter()
         result = {
