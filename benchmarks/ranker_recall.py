@@ -32,8 +32,9 @@ from keras_hsum.data import corpus_path  # noqa: E402
 from keras_hsum.data import read_examples  # noqa: E402
 from keras_hsum.data.ranking import tfidf_cosine  # noqa: E402
 from keras_hsum.data.rouge_overlap import RougeReference  # noqa: E402
-from keras_hsum.data.structure import build_paragraphs  # noqa: E402
+from keras_hsum.data.reader import render_documents  # noqa: E402
 from keras_hsum.data.structure import context_text  # noqa: E402
+from keras_hsum.data.structurer import TextStructurer  # noqa: E402
 from keras_hsum.data.vocabulary import Vocabulary  # noqa: E402
 from keras_hsum.data.vocabulary import corpus_sentences  # noqa: E402
 from keras_hsum.training.trainer import make_optimizer  # noqa: E402
@@ -74,17 +75,23 @@ def evaluate(model, config, vocabulary, pool, ks, max_examples):
     examples = list(read_examples(corpus_path(config.dataset, "val")))[:max_examples]
     figures = {m: {k: [] for k in ks} for m in ("learned", "tfidf", "order", "oracle")}
     rows = []
+    structurer = TextStructurer(vocabulary.proto, "paragraphs", pool, config.paragraph_length,
+                                rank="order", context_length=config.context_length)
     for example in examples:
         if not example.summary:
             continue
-        try:
-            structured = build_paragraphs(example, vocabulary, pool, config.paragraph_length,
-                                          rank="order", context_length=config.context_length)
-        except ValueError:
+        out = structurer(tf.constant([render_documents(example) or [""]]),
+                         title=tf.constant([example.title or ""]),
+                         query=tf.constant([example.query or ""]))
+        rows = int(np.sum(out["paragraph_mask"][0]))
+        if not rows:
             continue
-        texts = structured.texts
-        features = structured.features
-        context = features["context_tokens"]
+        texts = [t.decode("utf-8") for t in out["unit_texts"][0].numpy()[:rows]]
+        features = {name: out[name][0].numpy() for name in
+                    ("tokens", "token_mask", "paragraph_mask")}
+        features = {name: value[:rows] for name, value in features.items()}
+        context = out["context_tokens"][0].numpy()
+        context = context[context != vocabulary.pad_id]
         if len(context) == 0:
             context = np.zeros((1,), "int32")
         inputs = {

@@ -6,9 +6,9 @@ by the SavedModel's own `TextStructurer` mapped over raw text. This script
 times, in one run and on the same examples, for every recipe's family and
 tiny-config limits:
 
-- `python (frozen)`: the old pipeline, kept here as a frozen copy: the
-  family's Python builder and `build_target` per example in a generator,
-  `from_generator`, `padded_batch`;
+- `python (frozen)`: the old pipeline, frozen: the family's Python builder
+  and `build_target` (now `tests/reference_structure.py`, the tests'
+  reference) per example in a generator, `from_generator`, `padded_batch`;
 - `graph, 1 thread`: `make_dataset` (graph structuring) with tf.data's
   private thread pool and intra-op parallelism set to 1;
 - `graph, all cores`: `make_dataset` with tf.data's defaults.
@@ -49,7 +49,9 @@ import tensorflow as tf  # noqa: E402
 
 import recipes  # noqa: E402
 from keras_hsum.data import pipeline  # noqa: E402
-from keras_hsum.data import structure  # noqa: E402
+# The Python builders, frozen as the tests' reference of the graph structurer.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+import reference_structure as structure  # noqa: E402
 from keras_hsum.data.corpora import corpus_path  # noqa: E402
 from keras_hsum.data.corpora import sample_tokenizer_path  # noqa: E402
 from keras_hsum.data.reader import read_examples  # noqa: E402

@@ -107,7 +107,7 @@ def make_dataset(
 def structure_options(config):
     """How export structures raw text for this recipe (`TextStructurer` kwargs).
 
-    Mirrors `make_dataset`: the "flat" family with `build_flat`'s defaults
+    Mirrors `make_dataset`: the "flat" family with `TextStructurer`'s defaults
     (tf-idf ranking), N = `max_source_length`.
     """
     return dict(family="flat", max_units=None, max_tokens=config.max_source_length)

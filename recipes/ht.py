@@ -153,7 +153,7 @@ def structure_options(config):
     """How export structures raw text for this recipe (`TextStructurer` kwargs).
 
     Mirrors `make_dataset` at evaluation time: the "paragraphs" family with
-    `build_paragraphs`' defaults (tf-idf ranking, re-chunking per source
+    `TextStructurer`'s defaults (tf-idf ranking, re-chunking per source
     paragraph), P = `max_test_paragraphs`, T = `paragraph_length`. The graph
     extra (`graph_kind`) is not part of the structuring.
     """

@@ -25,12 +25,6 @@ from keras_hsum.data.structure import EmptyInputError
 from keras_hsum.data.structure import EmptySummaryError
 from keras_hsum.data.structure import Structured
 from keras_hsum.data.structure import TruncationReport
-from keras_hsum.data.structure import build_flat
-from keras_hsum.data.structure import build_paragraphs
-from keras_hsum.data.structure import build_sections
-from keras_hsum.data.structure import build_sentences
-from keras_hsum.data.structure import build_snippets
-from keras_hsum.data.structure import build_target
 from keras_hsum.data.vocabulary import Vocabulary
 from keras_hsum.data.vocabulary import corpus_sentences
 

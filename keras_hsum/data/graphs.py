@@ -316,7 +316,7 @@ def discourse_graph(
 def graph_for(structured, kind="similarity", **kwargs):
     """The graph of one `Structured`, aligned with its rows.
 
-    Works on any builder's output; `build_paragraphs` gives rows in rank
+    Works on any family's rows; the "paragraphs" family gives rows in rank
     order with `features["paragraph_index"]` their reading-order position,
     the other builders keep reading order (row i is at position i).
 

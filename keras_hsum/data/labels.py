@@ -114,7 +114,7 @@ def summary_segments(summary, segment_length, vocabulary=None):
     token boundaries, not sentences, so that segment j is exactly what the
     decoder produces while segment j is being decoded. With a `vocabulary`
     the tokens are its ids (`vocabulary.encode(summary)`, the ids
-    `build_target` puts between BOS and EOS) and each segment's text is
+    `make_dataset`'s target puts between BOS and EOS) and each segment's text is
     `vocabulary.decode(ids)` (a segment may start or end inside a word);
     without one they are whitespace-separated words.
 
@@ -157,7 +157,7 @@ def seal_proxy_labels(
     """SEAL's proxy extractive labels: ROUGE F1 of snippets vs the summary.
 
     Args:
-        snippet_texts: a list of P str, e.g. `build_snippets(...).texts`.
+        snippet_texts: a list of P str, e.g. the "snippets" rows' `unit_texts`.
         summary: the reference summary (str).
         segment_length: L_seg. When given, snippets are also scored against
             every segment of the summary (see `summary_segments`: L_seg

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from keras_hsum.data import graphs
-from keras_hsum.data import structure
+import reference_structure as structure
 from keras_hsum.data.corpora import sample_path
 from keras_hsum.data.corpora import sample_tokenizer_path
 from keras_hsum.data.ranking import TfidfModel

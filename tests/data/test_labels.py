@@ -12,7 +12,7 @@ import pytest
 from rouge_score import rouge_scorer
 
 from keras_hsum.data import labels
-from keras_hsum.data import structure
+import reference_structure as structure
 from keras_hsum.data.corpora import sample_path
 from keras_hsum.data.corpora import sample_tokenizer_path
 from keras_hsum.data.reader import read_jsonl

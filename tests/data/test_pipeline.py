@@ -16,7 +16,7 @@ import tensorflow as tf
 from rouge_score import rouge_scorer
 
 from keras_hsum.data import pipeline
-from keras_hsum.data import structure
+import reference_structure as structure
 from keras_hsum.data.corpora import sample_path
 from keras_hsum.data.reader import InvalidExampleError
 from keras_hsum.data.reader import read_examples

@@ -1,4 +1,5 @@
-"""Tests for keras_hsum.data.structure: property tests and real data.
+"""Tests of the Python structure builders (tests/reference_structure.py),
+the graph structurer's reference: property tests and real data.
 
 References used here, independent of the code under test:
 - token accounting: every sentence tokenised on its own with the vocabulary;
@@ -20,7 +21,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 from keras_hsum.data import ranking
-from keras_hsum.data import structure
+import reference_structure as structure
 from keras_hsum.data.reader import Document
 from keras_hsum.data.reader import Example
 from keras_hsum.data.reader import Section

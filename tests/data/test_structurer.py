@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_hsum.data import structure
+import reference_structure as structure
 from keras_hsum.data.reader import example_from_text
 from keras_hsum.data.structurer import TextStructurer
 

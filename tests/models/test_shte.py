@@ -244,7 +244,7 @@ def test_summary_side_is_structured_as_the_python_builder_does(vocabulary, real_
     import dataclasses
 
     import recipes.shte as recipe
-    from keras_hsum.data.structure import build_sentences
+    from reference_structure import build_sentences
 
     config = recipe.CONFIGS["tiny"].replace(max_summary_sentences=3, max_sentence_tokens=12)
     extra = recipe.summary_features(config, vocabulary)
