@@ -446,7 +446,7 @@ _STATISTICS = ("input_tokens", "output_tokens", "dropped_units",
                "truncated_units", "forced_splits")
 # Raw examples are structured this many at a time (the structurer is
 # vectorised over a batch), then unbatched.
-_STRUCTURE_CHUNK = 16
+_STRUCTURE_CHUNK = 32
 
 
 def _name(extra):
@@ -620,6 +620,9 @@ def _structured_dataset(
 
     dataset = tf.data.Dataset.from_generator(raw, output_signature=_RAW_SIGNATURE)
 
+    mask = "token_mask" if family == "flat" else "paragraph_mask"
+    count_truncation = _truncation_counter(report, max_target_length)
+
     def structure_chunk(chunk):
         features = structurer(
             chunk["documents"].to_tensor(default_value=""),
@@ -641,6 +644,25 @@ def _structured_dataset(
                 axis=1,
             )
             out["summary_tokens_count"] = tf.cast(ids.row_lengths(), tf.int32)
+        # The chunk's truncation counts, over the examples the filter below
+        # keeps, go into the report in one call per chunk.
+        kept = tf.reduce_any(out[mask], axis=1)
+        if max_target_length:
+            kept &= out["summary_tokens_count"] > 0
+        names = _STATISTICS + (("summary_tokens_count",) if max_target_length else ())
+        sums = tf.stack([
+            tf.reduce_sum(tf.where(kept, out[name], 0)) for name in names
+        ])
+        if max_target_length:
+            cut = tf.maximum(out["summary_tokens_count"] - (max_target_length - 2), 0)
+            sums = tf.concat([sums, [
+                tf.reduce_sum(tf.where(kept, cut, 0)),
+                tf.reduce_sum(tf.cast(kept & (cut > 0), tf.int32)),
+            ]], 0)
+        sums = tf.concat([sums, [tf.reduce_sum(tf.cast(kept, tf.int32))]], 0)
+        counted = tf.py_function(count_truncation, [sums], tf.bool)
+        with tf.control_dependencies([counted]):
+            out["tokens"] = tf.identity(out["tokens"])
         return out
 
     dataset = (
@@ -648,7 +670,6 @@ def _structured_dataset(
         .map(structure_chunk, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         .unbatch()
     )
-    mask = "token_mask" if family == "flat" else "paragraph_mask"
     count_empty_input = _uncount(report, "empty_input", strict, failures)
     count_empty_summary = _uncount(report, "empty_summary", strict, failures)
 
@@ -678,35 +699,41 @@ def _structured_dataset(
     )
 
 
-def _counted_truncation(dataset, report, max_target_length):
-    """Adds each example's truncation counts (the structurer's statistics
-    and the target's) to `report.truncation` as it passes."""
-    names = _STATISTICS + (("summary_tokens_count",) if max_target_length else ())
+def _truncation_counter(report, max_target_length):
+    """A py_function body adding one chunk's summed counts to
+    `report.truncation`: the structurer's statistics, then (with a target)
+    summary tokens, summary tokens cut and targets cut, then examples."""
 
-    def count(*values):
-        counted = {name: int(value) for name, value in zip(_STATISTICS, values)}
+    def count(sums):
+        values = [int(v) for v in sums.numpy()]
+        counted = dict(zip(_STATISTICS, values))
         counted["dropped_tokens"] = counted["input_tokens"] - counted["output_tokens"]
-        counted["examples"] = 1
         if max_target_length:
-            summary_tokens = int(values[-1])
-            cut = max(summary_tokens - (max_target_length - 2), 0)
-            counted.update(target_tokens=summary_tokens, target_dropped_tokens=cut,
-                           truncated_targets=int(cut > 0))
+            (counted["target_tokens"], counted["target_dropped_tokens"],
+             counted["truncated_targets"]) = values[len(_STATISTICS):len(_STATISTICS) + 3]
+        counted["examples"] = values[-1]
         report.truncation.merge(structure.TruncationReport(**counted))
         return True
 
-    def add(example):
-        counted = tf.py_function(count, [example[name] for name in names], tf.bool)
-        example = dict(example)
-        with tf.control_dependencies([counted]):
-            example["tokens"] = tf.identity(example["tokens"])
-        return example
-
-    return dataset.map(add, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return count
 
 
-def _with_extras(dataset, extras, names, specs, family, max_tokens, report, strict,
-                 failures):
+def _uncount_truncation(report, values, max_target_length):
+    """Takes one example's counts back out of `report.truncation` (an
+    extra skipped it after its chunk was counted)."""
+    counted = {name: -int(values[name]) for name in _STATISTICS}
+    counted["dropped_tokens"] = counted["input_tokens"] - counted["output_tokens"]
+    counted["examples"] = -1
+    if max_target_length:
+        tokens = int(values["summary_tokens_count"])
+        cut = max(tokens - (max_target_length - 2), 0)
+        counted.update(target_tokens=-tokens, target_dropped_tokens=-cut,
+                       truncated_targets=-int(cut > 0))
+    report.truncation.merge(structure.TruncationReport(**counted))
+
+
+def _with_extras(dataset, extras, names, specs, family, max_tokens, max_target_length,
+                 report, strict, failures):
     """Adds the extras' arrays (`names`), computed in Python from the
     structurer's output (`tf.py_function`); an extra's ValueError skips the
     example."""
@@ -724,6 +751,7 @@ def _with_extras(dataset, extras, names, specs, family, max_tokens, report, stri
             if strict:
                 raise
             report.yielded -= 1
+            _uncount_truncation(report, values, max_target_length)
             report.count_skip("other_errors", f"example {example.id!r}: {error}")
             return [np.asarray(False)] + [
                 np.zeros([0] * len(specs[name].axes), specs[name].dtype.name)
@@ -801,9 +829,9 @@ def _prepared(
         failures,
     )
     dataset = _with_extras(
-        dataset, extras, names, specs, family, max_tokens, report, strict, failures
+        dataset, extras, names, specs, family, max_tokens, max_target_length, report,
+        strict, failures,
     )
-    dataset = _counted_truncation(dataset, report, max_target_length)
     kept = set(specs)
 
     def select(example):
@@ -1042,7 +1070,7 @@ def make_dataset(
 
     Pipeline: read (a Python generator of strings: each example's
     documents rendered as plain text, title, query, summary) → structure
-    in the graph, 16 examples at a time, with the SavedModel's own
+    in the graph, 32 examples at a time, with the SavedModel's own
     `TextStructurer` and tokenize the target (`map`, AUTOTUNE, order kept)
     → drop examples without a token → extras (Python, on the structurer's
     output) → take (optional) → cache (optional) → shuffle (optional) →
