@@ -55,6 +55,7 @@ def test_every_example_of_an_epoch_reaches_the_consumer_once(service, shard_fold
     assert collections.Counter(received) == collections.Counter(expected)
 
 
+@pytest.mark.slow  # 12 s + 9 s teardown on CI's 2 cores: the slow set
 def test_train_with_data_service(service, shard_folder, tmp_path):
     from keras_hsum.training import train
 
