@@ -25,6 +25,7 @@ MirroredStrategy it fails on boolean features, skips the first batch of
 every `fit` call and clips each replica's partial gradient (see `train`).
 """
 
+import contextlib
 import dataclasses
 import filecmp
 import functools
@@ -613,6 +614,27 @@ def _trained_anything(out):
     return os.path.isdir(backup) and bool(os.listdir(backup))
 
 
+@contextlib.contextmanager
+def _naming_corrupt_shards(sharded):
+    """Turns TensorFlow's DataLossError on a corrupt shard record (which
+    names no file) into `verify_shards`' ShardError naming the shard file
+    and record; other errors, and data that is not sharded, pass as they
+    are."""
+    try:
+        yield
+    except tf.errors.DataLossError as error:
+        if sharded is None:
+            raise
+        from keras_hsum.data import shards
+
+        for folder in sharded:
+            try:
+                shards.verify_shards(folder)
+            except shards.ShardError as named:
+                raise named from error
+        raise
+
+
 def train(
     recipe,
     config,
@@ -768,17 +790,19 @@ def train(
         # keras-team/keras#20585).
         from keras_hsum.training.distributed import custom_fit
 
-        return custom_fit(
-            recipe, config, out=out, vocabulary=vocabulary,
-            train_data=make_train_data, val_data=make_val_data, verbose=verbose,
-            strategy=distribution, max_minutes=max_minutes,
-            extra_callbacks=extra_callbacks, init_from=init_from,
-            init_checkpoint=init_checkpoint,
-        )
+        with _naming_corrupt_shards(sharded):
+            return custom_fit(
+                recipe, config, out=out, vocabulary=vocabulary,
+                train_data=make_train_data, val_data=make_val_data, verbose=verbose,
+                strategy=distribution, max_minutes=max_minutes,
+                extra_callbacks=extra_callbacks, init_from=init_from,
+                init_checkpoint=init_checkpoint,
+            )
 
     # The model is built on a validation batch: an iterator over
     # `train_data` here would shift the shuffle order of the one `fit` uses.
-    sample_inputs = next(iter(val_data))[0]
+    with _naming_corrupt_shards(sharded):
+        sample_inputs = next(iter(val_data))[0]
     keras.utils.set_random_seed(config.seed)
     with distribution.scope():
         model = build_compiled_model(
@@ -824,18 +848,19 @@ def train(
     while done < total and not model.stop_training:
         epoch = done // config.steps_per_epoch
         partial = done % config.steps_per_epoch
-        model.fit(
-            (train_data if first else make_train_data()).skip(done),
-            initial_epoch=epoch,
-            epochs=epoch + 1 if partial else config.epochs,
-            steps_per_epoch=config.steps_per_epoch - partial,
-            validation_data=fit_val_data,
-            callbacks=callbacks,
-            verbose=verbose,
-            # The pipeline shuffles itself (seeded, reproducible on resume);
-            # fit's default shuffle=True would only warn that it is ignored.
-            shuffle=False,
-        )
+        with _naming_corrupt_shards(sharded):
+            model.fit(
+                (train_data if first else make_train_data()).skip(done),
+                initial_epoch=epoch,
+                epochs=epoch + 1 if partial else config.epochs,
+                steps_per_epoch=config.steps_per_epoch - partial,
+                validation_data=fit_val_data,
+                callbacks=callbacks,
+                verbose=verbose,
+                # The pipeline shuffles itself (seeded, reproducible on
+                # resume); fit's default shuffle=True would only warn.
+                shuffle=False,
+            )
         first = False
         now = int(model.optimizer.iterations.numpy())
         if now == done:

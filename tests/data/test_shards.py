@@ -253,3 +253,27 @@ def test_train_reads_a_shard_folder(tmp_path, real_examples, vocabulary):
         train(recipes.get("ht"), config, out=str(tmp_path / "svc"),
               data=str(tmp_path / "train.jsonl"), data_service="grpc://127.0.0.1:1",
               verbose=0)
+
+
+@pytest.mark.slow  # trains; about 20 s on CI's 2 cores
+def test_training_on_a_corrupt_shard_names_the_file(tmp_path, real_examples, vocabulary):
+    """A flipped byte inside a record passes the size check and surfaces in
+    training as TensorFlow's DataLossError, which names no file; train then
+    raises the ShardError that names the shard and the record."""
+    from keras_hsum.training import train
+
+    data = write_shard_splits(tmp_path, real_examples, vocabulary)
+    folder = os.path.join(data, "train")
+    spec = shards.read_spec(folder)
+    victim = os.path.join(folder, spec["shards"][0]["file"])
+    with open(victim, "rb") as handle:
+        content = bytearray(handle.read())
+    content[len(content) // 2] ^= 0xFF
+    with open(victim, "wb") as handle:
+        handle.write(bytes(content))
+    config = recipes.config("ht", "tiny").replace(
+        epochs=1, steps_per_epoch=4, validation_steps=1
+    )
+    name = os.path.basename(victim)
+    with pytest.raises(shards.ShardError, match=f"{name}' is corrupt at record"):
+        train(recipes.get("ht"), config, out=str(tmp_path / "run"), data=data, verbose=0)
