@@ -12,10 +12,15 @@ Data. The recipe's dataset yields global batches of `config.batch_size`.
 It is read by `strategy.experimental_distribute_dataset` with the DATA
 auto-shard policy: every worker runs the whole (deterministic) pipeline,
 each global batch is split into one slice per replica, and each worker
-keeps its own slices. A `from_generator` dataset has no files to shard by,
-and sharding examples before batching would give every worker different
-*global* batches from the single-process run; with DATA sharding the
-replicas together see exactly the single-process batch.
+keeps its own slices. Sharding examples before batching would give every
+worker different *global* batches from the single-process run; with DATA
+sharding the replicas together see exactly the single-process batch.
+Training from shard folders (`keras-hsum train --data DIR`) under
+`multi_worker` is the exception: `strategy.distribute_datasets_from_function`
+gives each worker its own shard files (`read_shards`' input context) in
+per-replica batches, so no worker reads or parses another's examples. The
+global batches then differ from a one-process run's (the same examples
+over an epoch, grouped differently).
 
 Loss scaling. Inside a replica, Keras' `compute_loss` divides the
 replica's loss (mean over its B/N·S positions) by the number of replicas N
@@ -240,6 +245,16 @@ def _metric_logs(model):
             if name != "loss"}
 
 
+def _check_even_split(strategy, batch_size):
+    replicas = strategy.num_replicas_in_sync
+    if batch_size % replicas:
+        raise ValueError(
+            f"The global batch_size {batch_size} does not split evenly over "
+            f"{replicas} replicas; choose a multiple of {replicas} "
+            "(e.g. --set batch_size=...)."
+        )
+
+
 def distribute_training_data(strategy, train_data, skip, batch_size):
     """The distributed dataset of global batches `skip, skip+1, ...`.
 
@@ -250,19 +265,33 @@ def distribute_training_data(strategy, train_data, skip, batch_size):
         ValueError: when the global batch does not split evenly across the
             replicas (the loss scaling assumes equal slices).
     """
-    replicas = strategy.num_replicas_in_sync
-    if batch_size % replicas:
-        raise ValueError(
-            f"The global batch_size {batch_size} does not split evenly over "
-            f"{replicas} replicas; choose a multiple of {replicas} "
-            "(e.g. --set batch_size=...)."
-        )
+    _check_even_split(strategy, batch_size)
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = (
         tf.data.experimental.AutoShardPolicy.DATA
     )
     dataset = train_data.skip(skip).with_options(options)
     return strategy.experimental_distribute_dataset(dataset)
+
+
+def distribute_worker_data(strategy, make_data, skip, batch_size):
+    """The distributed dataset of per-worker input pipelines, past the first
+    `skip` steps: `make_data(input_context)` returns one worker's dataset of
+    per-replica batches (each worker its own shard files; see the module
+    docstring). A step takes one batch per replica, so a worker whose
+    pipeline feeds R replicas skips `skip · R` batches.
+
+    Raises:
+        ValueError: when the global batch does not split evenly across the
+            replicas.
+    """
+    _check_even_split(strategy, batch_size)
+
+    def worker_dataset(context):
+        per_pipeline = context.num_replicas_in_sync // context.num_input_pipelines
+        return make_data(context).skip(skip * per_pipeline)
+
+    return strategy.distribute_datasets_from_function(worker_dataset)
 
 
 def custom_fit(
@@ -279,6 +308,7 @@ def custom_fit(
     extra_callbacks=(),
     init_from=None,
     init_checkpoint="last",
+    per_worker_data=False,
 ):
     """Trains like `keras_hsum.training.train` under `MultiWorkerMirroredStrategy`.
 
@@ -305,6 +335,11 @@ def custom_fit(
         init_from: a run folder whose weights initialise a fresh run
             (see `keras_hsum.training.train`).
         init_checkpoint: which of its weights (see `warm_start`).
+        per_worker_data: True: `train_data` takes a
+            `tf.distribute.InputContext` and returns that worker's dataset
+            of per-replica batches (`distribute_worker_data`); False: it
+            takes nothing and returns global batches, which every worker
+            reads whole (`distribute_training_data`).
 
     Returns:
         A `TrainResult`.
@@ -322,7 +357,9 @@ def custom_fit(
         # set_random_seed cleared TensorFlow's eager kernel cache, and with
         # it the SentencePiece resource of any dataset built before: build
         # the datasets now (the same seeds give the same batches).
-        train_data, val_data = train_data(), val_data()
+        # (Per-worker datasets are built by distribute_worker_data, later.)
+        global_train_data = None if per_worker_data else train_data()
+        val_data = val_data()
         with strategy.scope():
             model = build_compiled_model(
                 recipe, config, vocabulary.vocabulary_size, x
@@ -371,9 +408,15 @@ def custom_fit(
 
         model.stop_training = False
         agree_to_stop = make_stop_agreement(strategy)
-        iterator = iter(
-            distribute_training_data(strategy, train_data, done, config.batch_size)
-        )
+        if per_worker_data:
+            distributed = distribute_worker_data(
+                strategy, train_data, done, config.batch_size
+            )
+        else:
+            distributed = distribute_training_data(
+                strategy, global_train_data, done, config.batch_size
+            )
+        iterator = iter(distributed)
         callbacks.on_train_begin()
         step = done
         while step < total and not model.stop_training:

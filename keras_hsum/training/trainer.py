@@ -755,12 +755,17 @@ def train(
         train_source = training_source(train_source, config.train_references)
         _check_trainable(train_source)
 
-    def make_train_data():
+    def make_train_data(input_context=None):
         # A fresh dataset per use: a shuffled dataset reshuffles for every
         # new iterator over the same object, so only the first iterator of
-        # a fresh dataset reproduces an uninterrupted run's batches.
+        # a fresh dataset reproduces an uninterrupted run's batches. With an
+        # input context (multi_worker on shards), this worker's shard files
+        # in per-replica batches.
+        source = train_source
+        if input_context is not None:
+            source = dataclasses.replace(train_source, input_context=input_context)
         return recipe.make_dataset(
-            config, train_source, vocabulary, training=True, seed=config.seed,
+            config, source, vocabulary, training=True, seed=config.seed,
             cache=True, max_examples=config.max_train_examples,
         )
 
@@ -795,6 +800,12 @@ def train(
                 recipe, config, out=out, vocabulary=vocabulary,
                 train_data=make_train_data, val_data=make_val_data, verbose=verbose,
                 strategy=distribution, max_minutes=max_minutes,
+                # Each worker reads its own shard files (a tf.data service
+                # already hands every consumer different examples).
+                per_worker_data=(
+                    strategy == "multi_worker" and sharded is not None
+                    and data_service is None
+                ),
                 extra_callbacks=extra_callbacks, init_from=init_from,
                 init_checkpoint=init_checkpoint,
             )

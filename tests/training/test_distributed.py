@@ -392,3 +392,40 @@ def test_multi_worker_reinforce_matches_one_device(corpus, tmp_path):
     difference = max_difference(saved_weights(weights), chief_weights)
     print(f"max |multi_worker - default| = {difference:.3g}")
     assert difference < TOLERANCE
+
+
+def _shard_splits(corpus, folder, recipe, train_shards):
+    """`folder/shards/{train,val}` written by `keras-hsum preprocess` from the
+    corpus' JSONL splits with its vocabulary (train in `train_shards` files)."""
+    from keras_hsum import cli
+
+    data, vocabulary, _ = corpus
+    for split, count in (("train", train_shards), ("val", 1)):
+        assert cli.main([
+            "preprocess", "--recipe", recipe, "--config", "tiny",
+            "--data", os.path.join(data, f"{split}.jsonl"), "--vocab", vocabulary,
+            "--out", str(folder / "shards" / split), "--split", split,
+            "--num-shards", str(count),
+        ]) == 0
+    return str(folder / "shards")
+
+
+@pytest.mark.slow  # preprocess, then two clusters of two workers
+def test_multi_worker_reads_its_own_shards(corpus, tmp_path):
+    """Under multi_worker, training from shard folders gives each worker its
+    own shard files (distribute_datasets_from_function): one train shard
+    for two workers is refused by both with the error that says so, where
+    reading the whole pipeline on every worker would have trained; with two
+    shards both workers train every step and end with the same weights."""
+    _, vocabulary, _ = corpus
+    one = (_shard_splits(corpus, tmp_path / "one", RECIPE, train_shards=1), vocabulary, None)
+    with pytest.raises(AssertionError, match="has 1 shard.s. for 2 input pipelines"):
+        _multi_worker(RECIPE, one, tmp_path / "one", timeout=300)
+    two = (_shard_splits(corpus, tmp_path / "two", RECIPE, train_shards=2), vocabulary, None)
+    out, workers = _multi_worker(RECIPE, two, tmp_path / "two", timeout=300)
+    (chief, chief_weights), (other, other_weights) = workers
+    assert chief["replicas"] == other["replicas"] == 2
+    assert chief["steps"] == other["steps"] == EPOCHS * STEPS_PER_EPOCH
+    assert max_difference(chief_weights, other_weights) == 0.0
+    assert all(np.isfinite(chief["history"]["loss"]))
+    assert all(np.isfinite(chief["history"]["val_loss"]))
