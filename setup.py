@@ -42,7 +42,11 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.11",
-    packages=find_packages(include=["keras_hsum", "keras_hsum.*", "recipes"]),
+    # recipes/ stays a top-level folder of the repository but installs as
+    # keras_hsum.recipes, so that no global `recipes` package lands in
+    # site-packages.
+    packages=find_packages(include=["keras_hsum", "keras_hsum.*"]) + ["keras_hsum.recipes"],
+    package_dir={"keras_hsum.recipes": "recipes"},
     package_data={
         "keras_hsum": [
             "sample_data/ATTRIBUTION.md",

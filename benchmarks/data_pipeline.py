@@ -290,7 +290,7 @@ def measure_structurer(args):
     The structurer is traced once on a short request first; each size is
     timed `args.structurer_repeats` times and the fastest run kept.
     """
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.data.corpora import sample_path
     from keras_hsum.data.corpora import sample_tokenizer_path
     from keras_hsum.data.structurer import TextStructurer
@@ -428,7 +428,7 @@ def measure_shards(args):
     import subprocess
     import tempfile
 
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.data.corpora import sample_path
 
     recipe_name, config_name = SHARDS_RECIPE

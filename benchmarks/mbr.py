@@ -40,7 +40,7 @@ def main():
     import numpy as np
     import tensorflow as tf
 
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.decoding import LengthNormalization
     from keras_hsum.decoding import NgramBlocking
     from keras_hsum.decoding import beam_search

@@ -27,7 +27,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-import recipes.ranker as recipe  # noqa: E402
 from keras_hsum.data import corpus_path  # noqa: E402
 from keras_hsum.data import read_examples  # noqa: E402
 from keras_hsum.data.ranking import tfidf_cosine  # noqa: E402
@@ -37,6 +36,7 @@ from keras_hsum.data.structure import context_text  # noqa: E402
 from keras_hsum.data.structurer import TextStructurer  # noqa: E402
 from keras_hsum.data.vocabulary import Vocabulary  # noqa: E402
 from keras_hsum.data.vocabulary import corpus_sentences  # noqa: E402
+from keras_hsum.recipes import ranker as recipe  # noqa: E402
 from keras_hsum.training.trainer import make_optimizer  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")

@@ -38,7 +38,7 @@ def main():
     import keras
     import numpy as np
 
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.models import LabelSmoothedCrossEntropy
     from keras_hsum.decoding import ReinforceObjective
 

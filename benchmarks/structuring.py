@@ -49,7 +49,7 @@ if __package__ in (None, ""):
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-import recipes  # noqa: E402
+from keras_hsum import recipes  # noqa: E402
 from keras_hsum.data import pipeline  # noqa: E402
 # The Python builders, frozen as the tests' reference of the graph structurer.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))

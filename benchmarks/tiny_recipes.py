@@ -32,7 +32,7 @@ def child(name, out, minutes):
     import keras
     import numpy as np
 
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.training import trainer
 
     recipe = recipes.get(name)
@@ -100,7 +100,7 @@ def main():
         print("RESULT " + json.dumps(report))
         return
 
-    import recipes
+    from keras_hsum import recipes
 
     names = args.recipes.split(",") if args.recipes else recipes.names()
     rows = []

@@ -89,7 +89,7 @@ QUICK = {
 
 
 def _config(name, quick):
-    import recipes
+    from keras_hsum import recipes
 
     config = recipes.config(name, "paper")
     overrides = dict((QUICK if quick else INPUT_3000).get(name, {}))
@@ -111,7 +111,7 @@ def _config(name, quick):
 def _batches(name, config, vocabulary_path, batch, count):
     import numpy as np
 
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.data import corpora
     from keras_hsum.data.vocabulary import Vocabulary
 
@@ -147,7 +147,7 @@ def measure_tensorflow(args):
     """Child: time training steps on TensorFlow."""
     import numpy as np
 
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.training.trainer import build_compiled_model
 
     config = _config(args.recipe, args.quick)
@@ -190,7 +190,7 @@ def measure_flops(args):
     import jax
     import keras
 
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.training.trainer import recipe_loss
 
     config = _config(args.recipe, args.quick)
@@ -313,7 +313,7 @@ def main():
         return
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    import recipes
+    from keras_hsum import recipes
 
     with tempfile.TemporaryDirectory() as folder:
         args.vocabulary = os.path.join(folder, "vocabulary.model")

@@ -156,7 +156,7 @@ def parse_overrides(config, assignments):
 
 
 def _train(args):
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.training import NonFiniteLossError
     from keras_hsum.training import train
 
@@ -201,8 +201,8 @@ def _train(args):
 def recipe_example_structure(recipe_name, config_name, overrides, training, vocabulary):
     """The `ExampleStructure` of a recipe's config with `--set` overrides
     (module level: Beam workers unpickle it and call it in `setup`)."""
-    import recipes
-    from recipes.base import example_structure
+    from keras_hsum import recipes
+    from keras_hsum.recipes.base import example_structure
 
     config = parse_overrides(recipes.config(recipe_name, config_name), overrides)
     return example_structure(
@@ -214,7 +214,7 @@ def _preprocess(args):
     import functools
     import time
 
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.data import corpora
     from keras_hsum.data.beam_preprocess import REASONS
     from keras_hsum.data.beam_preprocess import preprocess

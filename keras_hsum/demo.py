@@ -56,7 +56,7 @@ def run(out_dir="demo_out", epochs=None, steps_per_epoch=None, example_index=0):
         0 on success (the process exit code).
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.data.corpora import sample_path
     from keras_hsum.data.reader import read_jsonl
     from keras_hsum.evaluation import baselines

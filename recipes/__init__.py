@@ -1,10 +1,13 @@
 """Recipes: one module per paper and baseline, with frozen configs.
 
 `get(name)` returns the recipe module; `names()` lists them. See
-`recipes.base` for what a recipe module defines.
+`keras_hsum.recipes.base` for what a recipe module defines. The modules live
+in the repository's top-level `recipes/` folder and install as
+`keras_hsum.recipes` (setup.py's `package_dir`).
 """
 
 import importlib
+import importlib.util
 
 RECIPES = (
     "flat",
@@ -22,17 +25,17 @@ RECIPES = (
 
 def names():
     """The recipe names that exist in this installation."""
-    return [name for name in RECIPES if importlib.util.find_spec(f"recipes.{name}")]
+    return [name for name in RECIPES if importlib.util.find_spec(f"{__name__}.{name}")]
 
 
 def get(name):
-    """The recipe module `recipes.<name>`."""
+    """The recipe module `keras_hsum.recipes.<name>`."""
     if name not in RECIPES:
         raise ValueError(f"Unknown recipe {name!r}; expected one of {list(RECIPES)}.")
     try:
-        return importlib.import_module(f"recipes.{name}")
+        return importlib.import_module(f"{__name__}.{name}")
     except ModuleNotFoundError as error:
-        if error.name == f"recipes.{name}":
+        if error.name == f"{__name__}.{name}":
             raise ValueError(
                 f"Recipe {name!r} is not available in this installation; "
                 f"available: {names()}."

@@ -257,7 +257,42 @@ def example_structure(recipe, config, vocabulary, *, training):
     name = getattr(recipe, "__name__", repr(recipe)).rsplit(".", 1)[-1]
     raise ValueError(
         f"Recipe {name!r} does not pass its source straight to "
-        "recipes.base.batches (it builds its examples from the source itself, "
-        "e.g. SHTE's negative pairs drawn anew every epoch), so its structured "
-        "examples cannot be written to shards once; train it from JSONL."
+        "keras_hsum.recipes.base.batches (it builds its examples from the "
+        "source itself, e.g. SHTE's negative pairs drawn anew every epoch), so "
+        "its structured examples cannot be written to shards once; train it "
+        "from JSONL."
     )
+
+
+RANKS = ("tfidf", "order", "learned")
+
+
+def check_ranking(config):
+    """Raises a ValueError for a "paragraphs" config whose `rank` is not one
+    of `RANKS`, or whose `ranker_run` is given without `rank="learned"` (or
+    missing with it); makes `ranker_run` absolute, so that the run's
+    config.json names the ranker wherever export runs. Call it from
+    `__post_init__`."""
+    if config.rank not in RANKS:
+        raise ValueError(
+            f"`rank` must be one of {RANKS}, received {config.rank!r}."
+        )
+    if (config.rank == "learned") != (config.ranker_run is not None):
+        raise ValueError(
+            "rank='learned' ranks the paragraphs with a trained ranker: it needs "
+            "`ranker_run`, the folder of a `keras-hsum train --recipe ranker` run "
+            "(--set rank=learned --set ranker_run=runs/ranker), and `ranker_run` "
+            f"needs rank='learned'; received rank={config.rank!r}, "
+            f"ranker_run={config.ranker_run!r}."
+        )
+    if config.ranker_run is not None:
+        object.__setattr__(config, "ranker_run", os.path.abspath(config.ranker_run))
+
+
+def ranking_options(config):
+    """The "paragraphs" family options that rank as `config` says:
+    `{"rank": ...}`, plus `ranker_run` for `rank="learned"`."""
+    options = {"rank": config.rank}
+    if config.rank == "learned":
+        options["ranker_run"] = config.ranker_run
+    return options

@@ -9,10 +9,10 @@ Trained with L_abs only, so batches carry no proxy labels.
 import dataclasses
 
 from keras_hsum.models.compressive_abstractive import CompressiveAbstractive
-from recipes.base import RecipeConfig
-from recipes.seal import PAPER_SIZES
-from recipes.seal import TINY_SIZES
-from recipes.seal import snippet_dataset
+from keras_hsum.recipes.base import RecipeConfig
+from keras_hsum.recipes.seal import PAPER_SIZES
+from keras_hsum.recipes.seal import TINY_SIZES
+from keras_hsum.recipes.seal import snippet_dataset
 
 DEFAULT_DATASET = "qmsum_general"
 

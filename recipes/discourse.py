@@ -16,8 +16,8 @@ import keras
 from keras_hsum.data import training_pairs
 from keras_hsum.models.discourse_summarizer import DiscourseSummarizer
 from keras_hsum.models.losses import LabelSmoothedCrossEntropy
-from recipes.base import RecipeConfig
-from recipes.base import batches
+from keras_hsum.recipes.base import RecipeConfig
+from keras_hsum.recipes.base import batches
 
 DEFAULT_DATASET = "scisummnet"
 

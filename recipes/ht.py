@@ -13,8 +13,8 @@ import dataclasses
 from keras_hsum.data import training_pairs
 from keras_hsum.data.pipeline import paragraph_graph
 from keras_hsum.models.hierarchical_transformer import HierarchicalTransformer
-from recipes.base import RecipeConfig
-from recipes.base import batches
+from keras_hsum.recipes.base import RecipeConfig
+from keras_hsum.recipes.base import batches
 
 DEFAULT_DATASET = "qmsum_goldspan"
 

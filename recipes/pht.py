@@ -13,8 +13,8 @@ from keras_hsum.data import training_pairs
 from keras_hsum.models.parallel_hierarchical_transformer import (
     ParallelHierarchicalTransformer,
 )
-from recipes.base import RecipeConfig
-from recipes.base import batches
+from keras_hsum.recipes.base import RecipeConfig
+from keras_hsum.recipes.base import batches
 
 DEFAULT_DATASET = "qmsum_goldspan"
 

@@ -23,11 +23,11 @@ import os
 
 import tensorflow as tf
 
-import recipes.pht as pht_recipe
+from keras_hsum.recipes import pht as pht_recipe
 from keras_hsum.models.attention_predictor import AttentionPredictor
 from keras_hsum.models.attention_predictor import ParagraphAttentionMSE
 from keras_hsum.models.attention_predictor import attention_labels
-from recipes.base import RecipeConfig
+from keras_hsum.recipes.base import RecipeConfig
 
 DEFAULT_DATASET = pht_recipe.DEFAULT_DATASET
 

@@ -15,8 +15,8 @@ import tensorflow as tf
 from keras_hsum.data.pipeline import ranker_targets
 from keras_hsum.models.paragraph_ranker import ParagraphBinaryCrossEntropy
 from keras_hsum.models.paragraph_ranker import ParagraphRanker
-from recipes.base import RecipeConfig
-from recipes.base import batches
+from keras_hsum.recipes.base import RecipeConfig
+from keras_hsum.recipes.base import batches
 
 DEFAULT_DATASET = "qmsum_goldspan"
 

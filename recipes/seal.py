@@ -31,8 +31,8 @@ from keras_hsum.data import training_pairs
 from keras_hsum.data.pipeline import declare_features
 from keras_hsum.data.pipeline import seal_labels
 from keras_hsum.models.seal import SEAL
-from recipes.base import RecipeConfig
-from recipes.base import batches
+from keras_hsum.recipes.base import RecipeConfig
+from keras_hsum.recipes.base import batches
 
 DEFAULT_DATASET = "qmsum_general"
 

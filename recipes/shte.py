@@ -28,8 +28,8 @@ from keras_hsum.data.pipeline import declare_features
 from keras_hsum.data.sentences import split_sentences
 from keras_hsum.data.structurer import TextStructurer
 from keras_hsum.models.shte import SHTE
-from recipes.base import RecipeConfig
-from recipes.base import batches
+from keras_hsum.recipes.base import RecipeConfig
+from keras_hsum.recipes.base import batches
 
 DEFAULT_DATASET = "scitldr_a"
 

@@ -25,6 +25,10 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = "keras_hsum"
+# Subpackages whose source lives outside keras_hsum/ (setup.py's package_dir):
+# the repository keeps recipes/ at its top level; it installs as
+# keras_hsum.recipes.
+PACKAGE_DIRS = {"keras_hsum.recipes": "recipes"}
 
 # The layers, lowest first. A module may import from its own layer and the
 # layers beneath it, never from one above.
@@ -33,6 +37,7 @@ LAYERS = (
     "models",    # keras_hsum.models
     "decoding",  # keras_hsum.decoding
     "apps",      # keras_hsum.training, keras_hsum.export, keras_hsum.evaluation
+    "recipes",   # keras_hsum.recipes: configs that only the entry points read
     "cli",       # every module named `cli`, and keras_hsum.demo
 )
 SUBPACKAGE_LAYERS = {
@@ -43,6 +48,7 @@ SUBPACKAGE_LAYERS = {
     "training": "apps",
     "export": "apps",
     "evaluation": "apps",
+    "recipes": "recipes",
 }
 CLI_MODULES = {"keras_hsum.demo"}
 
@@ -79,20 +85,24 @@ def layer_of(module):
     return LAYERS.index(SUBPACKAGE_LAYERS[parts[1]])
 
 
-def find_modules(root=ROOT, package=PACKAGE):
-    """{module name: (path, is_package)} for every .py file of the package."""
+def find_modules(root=ROOT, package=PACKAGE, package_dirs=PACKAGE_DIRS):
+    """{module name: (path, is_package)} for every .py file of the package,
+    including the subpackages that `package_dirs` ({module: folder under
+    root}) places elsewhere."""
     modules = {}
-    for folder, dirs, files in os.walk(os.path.join(root, package)):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for file in sorted(files):
-            if not file.endswith(".py"):
-                continue
-            path = os.path.join(folder, file)
-            parts = os.path.relpath(path, root)[:-len(".py")].split(os.sep)
-            is_package = parts[-1] == "__init__"
-            if is_package:
-                parts = parts[:-1]
-            modules[".".join(parts)] = (path, is_package)
+    for name, top in [(package, package), *package_dirs.items()]:
+        top = os.path.join(root, top)
+        for folder, dirs, files in os.walk(top):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for file in sorted(files):
+                if not file.endswith(".py"):
+                    continue
+                path = os.path.join(folder, file)
+                parts = name.split(".") + os.path.relpath(path, top)[:-len(".py")].split(os.sep)
+                is_package = parts[-1] == "__init__"
+                if is_package:
+                    parts = parts[:-1]
+                modules[".".join(parts)] = (path, is_package)
     return modules
 
 
@@ -300,13 +310,14 @@ def test_parser_finds_private_names_imported_or_reached_through_a_module():
     assert toy.cycles() == [] and toy.upward() == []
 
 
-def test_layer_order_is_data_and_layers_then_models_decoding_apps_cli():
+def test_layer_order_is_data_and_layers_then_models_decoding_apps_recipes_cli():
     order = [layer_of(m) for m in (
         "keras_hsum.checks", "keras_hsum.data.reader", "keras_hsum.layers.masking",
         "keras_hsum.models.summarizer", "keras_hsum.decoding.beam_search",
-        "keras_hsum.training.trainer", "keras_hsum.export.serving", "keras_hsum.cli",
+        "keras_hsum.training.trainer", "keras_hsum.export.serving",
+        "keras_hsum.recipes", "keras_hsum.recipes.pht", "keras_hsum.cli",
         "keras_hsum.export.cli", "keras_hsum.demo")]
-    assert order == [0, 0, 0, 1, 2, 3, 3, 4, 4, 4]
+    assert order == [0, 0, 0, 1, 2, 3, 3, 4, 4, 5, 5, 5]
     assert layer_of("keras_hsum.data.reader") == layer_of("keras_hsum.layers.masking")
     assert layer_of("keras_hsum.training.trainer") == layer_of("keras_hsum.export.serving")
 
@@ -319,6 +330,19 @@ def test_every_module_is_parsed_and_placed(graph):
         layer_of(module)  # raises for a subpackage without a layer
     # The graph is not empty: models import layers, decoding drives models' contract.
     assert "keras_hsum.models.summarizer" in graph.edges["keras_hsum.models.flat_transformer"]
+    # recipes/ is read as keras_hsum.recipes, which the command line imports.
+    assert "keras_hsum.recipes.base" in graph.edges["keras_hsum.recipes.pht"]
+    assert "keras_hsum.recipes" in graph.edges["keras_hsum.cli"]
+
+
+def test_package_dirs_are_setup_pys():
+    """PACKAGE_DIRS above is setup.py's `package_dir`, which installs recipes/
+    as keras_hsum.recipes (and no top-level `recipes` package)."""
+    with open(os.path.join(ROOT, "setup.py"), encoding="utf-8") as handle:
+        tree = ast.parse(handle.read())
+    keywords = {k.arg: k.value for node in ast.walk(tree) if isinstance(node, ast.Call)
+                for k in node.keywords}
+    assert ast.literal_eval(keywords["package_dir"]) == PACKAGE_DIRS
 
 
 def _unexpected(graph, kind):

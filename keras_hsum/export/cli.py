@@ -111,8 +111,8 @@ def decoding_settings(recipe_name, recipe, preset="default", *, predictor=False,
         bad = sorted(set(declared) - set(DECODING_DEFAULTS))
         if bad:
             raise ValueError(
-                f"recipes.{recipe_name}.DECODING[{preset!r}] has unknown settings "
-                f"{bad}; expected some of {sorted(DECODING_DEFAULTS)}."
+                f"keras_hsum.recipes.{recipe_name}.DECODING[{preset!r}] has unknown "
+                f"settings {bad}; expected some of {sorted(DECODING_DEFAULTS)}."
             )
     settings = {**DECODING_DEFAULTS, **declared, **given}
     settings["recent_exceptions"] = tuple(settings["recent_exceptions"] or ())
@@ -149,7 +149,7 @@ def load_run(run, checkpoint="last", flag="--run"):
             "epochs-A-B" and an ensemble of them.
     """
     import keras_hsum.models  # noqa: F401 - registers the model classes
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.data.vocabulary import Vocabulary
     from keras_hsum.training.checkpoints import checkpoint_files
     from keras_hsum.training.checkpoints import load_checkpoint_model

@@ -17,8 +17,8 @@ import apache_beam  # noqa: E402,F401
 
 import tensorflow as tf  # noqa: E402
 
-import recipes  # noqa: E402
 from keras_hsum import cli  # noqa: E402
+from keras_hsum import recipes  # noqa: E402
 from keras_hsum.data import shards  # noqa: E402
 from keras_hsum.data.vocabulary import Vocabulary  # noqa: E402
 

@@ -153,7 +153,7 @@ def corpus(real_examples):
 
 
 def recipe_options(name):
-    import recipes
+    from keras_hsum import recipes
 
     return recipes.get(name).structure_options(recipes.config(name, "tiny"))
 
@@ -573,7 +573,7 @@ def test_recipe_structure_options_match_make_dataset(
     recipe, config_name, vocabulary, monkeypatch
 ):
     """What `structure_options` says is what the recipe's make_dataset passes."""
-    import recipes
+    from keras_hsum import recipes
 
     module = recipes.get(recipe)
     config = recipes.config(recipe, config_name)

@@ -48,7 +48,7 @@ def parse_export(*flags):
 
 def settings_from_command_line(recipe_name, *flags, predictor=False):
     """What `keras-hsum export` resolves for these flags: `(settings, notes)`."""
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.export.cli import decoding_flags
     from keras_hsum.export.cli import decoding_settings
 
@@ -68,7 +68,7 @@ def search_options(settings, max_length=50):
 
 
 def test_every_paper_preset_is_the_papers_decoding():
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.decoding import LengthNormalization
 
     declared = {name for name in recipes.names()
@@ -119,7 +119,7 @@ def test_command_line_flags_override_the_preset():
 
 
 def test_the_default_preset_keeps_the_options_of_before():
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.export.cli import decoding_flags
     from keras_hsum.export.serving import SearchOptions
 
@@ -135,7 +135,7 @@ def test_the_default_preset_keeps_the_options_of_before():
 
 
 def test_an_unknown_preset_is_refused_naming_the_known_ones(capsys):
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.export.cli import decoding_settings
 
     with pytest.raises(SystemExit):

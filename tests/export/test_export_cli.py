@@ -33,7 +33,7 @@ def run_command(*argv):
 def write_run(folder, recipe_name, config, vocabulary, sample_inputs):
     import keras
 
-    import recipes
+    from keras_hsum import recipes
 
     keras.utils.set_random_seed(2)
     model = recipes.get(recipe_name).build_model(config, vocabulary.vocabulary_size)
@@ -52,7 +52,7 @@ def write_run(folder, recipe_name, config, vocabulary, sample_inputs):
 def pht_run(tmp_path_factory, vocabulary):
     import tensorflow as tf
 
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.data.structurer import TextStructurer
 
     config = recipes.config("pht", "tiny").replace(
@@ -462,7 +462,7 @@ def test_export_of_an_ensemble_serves_the_mixture(tmp_path, vocabulary, real_exa
     import keras
     import tensorflow as tf
 
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.data.structurer import TextStructurer
     from keras_hsum.export.serving import SearchOptions
     from keras_hsum.export.serving import read_metadata
@@ -554,7 +554,7 @@ def test_seal_export_returns_the_python_selection_per_segment(
 ):
     import tensorflow as tf
 
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.decoding import beam_search
     from keras_hsum.data.structurer import TextStructurer
     from tests.export.test_serving import documents_of
@@ -620,7 +620,7 @@ def test_seal_export_returns_the_python_selection_per_segment(
 def test_shte_export_extracts_what_python_extracts(tmp_path, vocabulary, real_examples):
     import tensorflow as tf
 
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.data.structurer import TextStructurer
     from tests.export.test_serving import documents_of
 
@@ -753,7 +753,7 @@ def test_discourse_run_exports_with_a_per_request_extended_vocabulary(tmp_path, 
     Python search decodes on the same features."""
     import tensorflow as tf
 
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.export.cli import load_saved_model
     from keras_hsum.data.structurer import TextStructurer
     from keras_hsum.export.serving import SearchOptions
@@ -794,7 +794,7 @@ def test_a_run_trained_with_a_paragraph_graph_is_not_exported_without_it(vocabul
     """The serving preprocessing builds no tf-idf or discourse graph, and
     HierarchicalTransformer runs without a missing graph: such an export
     would serve another model than the one trained, so it is refused."""
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.export.cli import build_structurer
 
     config = recipes.config("ht", "tiny").replace(graph_kind="similarity", graph_heads=(0,))

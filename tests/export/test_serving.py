@@ -114,7 +114,7 @@ def pht(tmp_path_factory, vocabulary, real_examples):
     import keras
     import tensorflow as tf
 
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.data.structurer import TextStructurer
     from keras_hsum.export.serving import SearchOptions
     from keras_hsum.export.serving import SummarizerModule

@@ -125,7 +125,7 @@ def test_save_reload(tmp_path):
 
 @pytest.mark.tensorflow_only
 def test_recipe_needs_a_teacher_run(tmp_path):
-    import recipes.pht_predictor as recipe
+    from keras_hsum.recipes import pht_predictor as recipe
 
     config = recipe.CONFIGS["tiny"]
     with pytest.raises(ValueError, match="teacher_run"):
@@ -146,8 +146,8 @@ def test_recipe_needs_a_teacher_run(tmp_path):
 @pytest.mark.slow  # 19 s under TensorFlow on CI's 2 cores: the slow set
 @pytest.mark.tensorflow_only
 def test_fits_eta_of_eight_real_examples(tmp_path, vocabulary, real_examples):
-    import recipes.pht as pht_recipe
-    import recipes.pht_predictor as recipe
+    from keras_hsum.recipes import pht as pht_recipe
+    from keras_hsum.recipes import pht_predictor as recipe
 
     shape = dict(max_paragraphs=6, max_paragraph_tokens=24, max_target_length=32)
     # A teacher run folder as the trainer writes it (an untrained tiny PHT:

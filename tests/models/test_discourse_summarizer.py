@@ -272,7 +272,7 @@ def test_construction_while_keras_loads_keeps_each_direction():
 
 @pytest.mark.tensorflow_only
 def test_coverage_phase_callback():
-    import recipes.discourse as recipe
+    from keras_hsum.recipes import discourse as recipe
 
     model = small_model()
     (callback,) = recipe.callbacks(recipe.CONFIGS["paper"])
@@ -286,7 +286,7 @@ def test_coverage_phase_callback():
 @pytest.mark.slow  # 67 s under TensorFlow on CI's 2 cores: the slow set
 @pytest.mark.tensorflow_only
 def test_memorizes_eight_real_examples(vocabulary, real_examples):
-    import recipes.discourse as recipe
+    from keras_hsum.recipes import discourse as recipe
 
     config = recipe.CONFIGS["tiny"].replace(
         max_sections=3, max_section_length=24, max_target_length=24

@@ -113,7 +113,7 @@ def test_seeding_before_construction_fixes_the_initial_weights():
 @pytest.mark.slow  # 40 s under TensorFlow on CI's 2 cores: the slow set
 @pytest.mark.tensorflow_only
 def test_memorizes_eight_real_examples(vocabulary, real_examples):
-    import recipes.flat as recipe
+    from keras_hsum.recipes import flat as recipe
 
     config = recipe.CONFIGS["tiny"].replace(max_source_length=128, max_target_length=32)
     inputs, labels, weights = real_batch(

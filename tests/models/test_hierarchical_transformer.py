@@ -200,7 +200,7 @@ def test_save_reload(tmp_path):
 @pytest.mark.slow  # 24 s under TensorFlow on CI's 2 cores: the slow set
 @pytest.mark.tensorflow_only
 def test_memorizes_eight_real_examples(vocabulary, real_examples):
-    import recipes.ht as recipe
+    from keras_hsum.recipes import ht as recipe
 
     config = recipe.CONFIGS["tiny"].replace(
         max_paragraphs=4, max_test_paragraphs=4, paragraph_length=24,

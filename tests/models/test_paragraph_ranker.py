@@ -162,7 +162,7 @@ def pairwise_order_accuracy(scores, targets, mask, margin):
 def test_memorizes_ranker_target_ordering_of_eight_real_examples(vocabulary, real_examples):
     import keras
 
-    import recipes.ranker as recipe
+    from keras_hsum.recipes import ranker as recipe
     from model_test_case import real_batch
 
     config = recipe.CONFIGS["tiny"].replace(max_paragraphs=8, paragraph_length=32,

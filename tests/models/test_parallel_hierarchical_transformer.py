@@ -201,7 +201,7 @@ def test_save_reload(tmp_path):
 @pytest.mark.slow  # 41 s under TensorFlow on CI's 2 cores: the slow set
 @pytest.mark.tensorflow_only
 def test_memorizes_eight_real_examples(vocabulary, real_examples):
-    import recipes.pht as recipe
+    from keras_hsum.recipes import pht as recipe
 
     config = recipe.CONFIGS["tiny"].replace(
         max_paragraphs=6, max_paragraph_tokens=24, max_target_length=32)

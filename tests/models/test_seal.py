@@ -408,7 +408,7 @@ def test_ca_groups_real_reviews_by_product_review(vocabulary, real_examples):
     first 4 or 5 reviews). The recipe's batches carry `document_ids`; the
     model's groups equal the loop-built ones, and differ from blocks of
     positions (reviews do not end on multiples of k)."""
-    from recipes import compressive_abstractive as recipe
+    from keras_hsum.recipes import compressive_abstractive as recipe
 
     config = small_config(recipe, snippets_per_group=2, compressed_length=2,
                           max_documents=8, max_snippets=24)
@@ -433,7 +433,7 @@ def test_ca_groups_real_reviews_by_product_review(vocabulary, real_examples):
 
 
 def test_ca_recipe_passes_max_documents():
-    from recipes import compressive_abstractive as recipe
+    from keras_hsum.recipes import compressive_abstractive as recipe
 
     config = recipe.CONFIGS["tiny"].replace(max_documents=4)
     model = recipe.build_model(config, 50)
@@ -514,7 +514,7 @@ def small_config(recipe, **changes):
 def test_memorizes_eight_real_examples(name, vocabulary, real_examples):
     import importlib
 
-    recipe = importlib.import_module(f"recipes.{name}")
+    recipe = importlib.import_module(f"keras_hsum.recipes.{name}")
     changes = {}
     if name != "compressive_abstractive":
         changes = dict(num_scorer_layers=1, extract_length=48)

@@ -203,7 +203,7 @@ def test_clear_errors():
 @pytest.mark.slow  # 16 s under TensorFlow on CI's 2 cores: the slow set
 @pytest.mark.tensorflow_only
 def test_memorizes_eight_real_examples_pairs(vocabulary, real_examples):
-    import recipes.shte as recipe
+    from keras_hsum.recipes import shte as recipe
 
     config = recipe.CONFIGS["tiny"].replace(
         hidden_dim=32, num_heads=2, intermediate_dim=64, sentence_intermediate_dim=64,
@@ -243,7 +243,7 @@ def test_summary_side_is_structured_as_the_python_builder_does(vocabulary, real_
     Q rows, on 40 real scitldr summaries; the label marks the own summary."""
     import dataclasses
 
-    import recipes.shte as recipe
+    from keras_hsum.recipes import shte as recipe
     from reference_structure import build_sentences
 
     config = recipe.CONFIGS["tiny"].replace(max_summary_sentences=3, max_sentence_tokens=12)

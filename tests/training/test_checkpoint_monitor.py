@@ -218,7 +218,7 @@ def test_val_accuracy_on_a_recipe_without_accuracy_is_refused_before_training(
     """The ranker reports a paragraph error and the attention predictor no
     metric: monitoring their accuracy used to fail after a whole epoch and
     leave a folder that refused the corrected setting."""
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.training import train
 
     recipe = recipes.get(recipe_name)

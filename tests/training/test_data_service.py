@@ -12,7 +12,7 @@ import apache_beam  # noqa: E402,F401
 
 import tensorflow as tf  # noqa: E402
 
-import recipes  # noqa: E402
+from keras_hsum import recipes  # noqa: E402
 from keras_hsum.data import shards  # noqa: E402
 from tests.data.test_shards import write_shard_splits  # noqa: E402
 

@@ -53,7 +53,7 @@ if logical_cpus > 1:
         cpu, [tf.config.LogicalDeviceConfiguration()] * logical_cpus)
 import os
 import keras
-import recipes
+from keras_hsum import recipes
 from keras_hsum.cli import parse_overrides
 from keras_hsum.training import train
 recipe = recipes.get(recipe_name)

@@ -32,14 +32,14 @@ def _folder(path, train_lines, val_lines):
 
 
 def _config(**changes):
-    import recipes
+    from keras_hsum import recipes
 
     settings = dict(vocabulary_size=600, epochs=1, steps_per_epoch=2, dropout=0.0)
     return recipes.config("flat", "tiny").replace(**{**settings, **changes})
 
 
 def test_no_training_pair_and_no_steps_are_errors(tmp_path):
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.training import train
 
     recipe = recipes.get("flat")
@@ -59,7 +59,7 @@ def test_no_training_pair_and_no_steps_are_errors(tmp_path):
 
 
 def test_a_folder_that_never_trained_takes_a_corrected_command(tmp_path):
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.training import train
 
     recipe = recipes.get("flat")

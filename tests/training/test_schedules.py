@@ -48,7 +48,7 @@ def test_noam_schedule_config_round_trip_and_bad_warmup():
 
 
 def test_parse_overrides_types_none_and_unknown_keys():
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.cli import parse_overrides
 
     config = recipes.config("flat", "tiny")
@@ -81,7 +81,7 @@ def test_parse_overrides_types_none_and_unknown_keys():
 
 
 def test_parse_overrides_tuple_fields():
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.cli import parse_overrides
 
     ht = recipes.config("ht", "tiny")
@@ -99,7 +99,7 @@ def test_a_run_folder_accepts_its_own_config_back(tmp_path, config_name):
     value of a tuple field is still refused."""
     import dataclasses
 
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.training.trainer import _check_or_write_config
     from keras_hsum.training.trainer import resolved_config
 
@@ -121,7 +121,7 @@ def test_train_references_all_gives_one_target_per_reference(tmp_path):
     """train_references="all": the training pipeline's targets are every
     reference of the real FewSum sample, tokenised; a bad line is skipped
     with a warning and an unknown value is refused."""
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.data import corpora
     from keras_hsum.data.reader import read_examples
     from keras_hsum.training.trainer import load_or_train_vocabulary
@@ -194,7 +194,7 @@ def test_a_run_started_before_a_new_config_field_resumes(tmp_path):
     import dataclasses
     import json
 
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.training.trainer import _check_or_write_config
     from keras_hsum.training.trainer import resolved_config
 
@@ -224,7 +224,7 @@ def test_init_checkpoint_is_recorded_only_when_best_and_needs_init_from(tmp_path
     the best weights records the choice and is another run; `train` refuses
     the option without `--init-from`, or an unknown value, before it writes
     anything."""
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.training import train
     from keras_hsum.training.trainer import _check_or_write_config
     from keras_hsum.training.trainer import resolved_config

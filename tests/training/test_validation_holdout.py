@@ -54,7 +54,7 @@ def test_training_validates_on_the_holdout_without_reading_the_val_split(tmp_pat
     trains, its recorded validation loss is `evaluate` on the held-out
     examples' batches, and fit no longer warns that validation ran out of
     data (4 validation steps, one batch of 3 examples)."""
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.data.reader import read_examples
     from keras_hsum.training import train
 

@@ -51,7 +51,7 @@ tf.config.set_logical_device_configuration(
     cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 import keras
 import numpy as np
-import recipes
+from keras_hsum import recipes
 from keras_hsum.cli import parse_overrides
 from keras_hsum.training import train
 from keras_hsum.training.trainer import resolve_data
@@ -247,7 +247,7 @@ def test_mirrored_averages_match_one_device(runs):
 
 
 def test_ema_momentum_outside_zero_one_is_refused():
-    import recipes
+    from keras_hsum import recipes
     from keras_hsum.training.trainer import make_optimizer
 
     config = recipes.config(RECIPE, "tiny")
