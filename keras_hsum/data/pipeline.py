@@ -363,6 +363,7 @@ def _check_arguments(
     family, max_units, max_tokens, family_options, max_target_length, extras
 ):
     """Validates the arguments; returns (family options with defaults, extras)."""
+    from keras_hsum.data.structurer import EXTRA_OPTIONS
     from keras_hsum.data.structurer import FAMILY_OPTIONS
 
     if family not in FAMILIES:
@@ -370,7 +371,7 @@ def _check_arguments(
             f"Unknown family {family!r}; expected one of {', '.join(FAMILIES)}."
         )
     options = dict(family_options or {})
-    allowed = sorted(FAMILY_OPTIONS[family])
+    allowed = sorted(set(FAMILY_OPTIONS[family]) | set(EXTRA_OPTIONS.get(family, ())))
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise ValueError(

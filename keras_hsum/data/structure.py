@@ -108,8 +108,11 @@ def context_text(example):
 
 
 def _check_rank(rank):
-    if rank not in ("tfidf", "order"):
-        raise ValueError(f"`rank` must be 'tfidf' or 'order', received {rank!r}.")
+    if rank not in ("tfidf", "order", "learned"):
+        raise ValueError(
+            f"`rank` must be 'tfidf' or 'order', or 'learned' (the 'paragraphs' "
+            f"family, with `ranker_run`); received {rank!r}."
+        )
 
 
 def _check_pack(pack):

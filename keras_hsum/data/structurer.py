@@ -80,6 +80,9 @@ FAMILY_OPTIONS = {
     "sentences": {},
     "flat": {"rank": "tfidf"},
 }
+# Options a family accepts besides those (no default: absent unless given,
+# so that the structures described without them are unchanged).
+EXTRA_OPTIONS = {"paragraphs": ("ranker_run",)}
 
 # split_sentences' punctuation (keras_hsum.data.sentences._BOUNDARY).
 _OPENERS = "\"'\u201c\u2018(["
@@ -202,8 +205,15 @@ class TextStructurer(tf.Module):
             (sentences longer than T split at token boundaries by the
             packing families). Off for serving.
         **family_options: the builder's keyword arguments:
-            `rank="tfidf"|"order"`, `pack="paragraph"|"section"`,
-            `context_length=32` for `"paragraphs"`; `rank` for `"flat"`.
+            `rank="tfidf"|"order"|"learned"`, `ranker_run=None`,
+            `pack="paragraph"|"section"`, `context_length=32` for
+            `"paragraphs"`; `rank="tfidf"|"order"` for `"flat"`.
+            `rank="learned"` ranks the rows with the `ParagraphRanker` of
+            the `ranker` run folder `ranker_run`, inside the graph
+            (`keras_hsum.data.learned_ranking`): the first P_c rows in
+            reading order (P_c: the ranker run's `max_paragraphs`) are
+            scored, and the P best (ties in reading order) are kept. The
+            ranker run must have this vocabulary.
 
     Call arguments:
         documents: tf.string [B, None] (dense, "" pads; or a
@@ -218,8 +228,9 @@ class TextStructurer(tf.Module):
         `tokens` int32 [B,P,T] (pad id where empty), `token_mask` bool
         [B,P,T], `paragraph_mask` bool [B,P], `document_ids` int32 [B,P],
         `unit_texts` tf.string [B,P] (each row's text, "" for padding);
-        for `"paragraphs"` also `paragraph_index` int32 [B,P], `rank_score`
-        float32 [B,P] and `context_tokens` int32 [B,C] (C =
+        for `"paragraphs"` also `paragraph_index` int32 [B,P] (the row's
+        place in reading order), `rank_score` float32 [B,P] (tf-idf cosine,
+        the learned ranker's score, or 0 for "order") and `context_tokens` int32 [B,C] (C =
         context_length). For `"flat"`: `tokens` int32 [B,N], `token_mask`
         bool [B,N] and `unit_texts` tf.string [B,None] (the paragraphs in
         the order used). An example without text gives all padding.
@@ -254,16 +265,29 @@ class TextStructurer(tf.Module):
         for name, value in limits:
             check_int(name, value, owner=f"family {family!r}")
         allowed = FAMILY_OPTIONS[family]
-        unknown = sorted(set(family_options) - set(allowed))
+        accepted = set(allowed) | set(EXTRA_OPTIONS.get(family, ()))
+        unknown = sorted(set(family_options) - accepted)
         if unknown:
             raise ValueError(
                 f"Unknown family options {unknown} for family {family!r}; "
-                f"it accepts {sorted(allowed) or 'none'}."
+                f"it accepts {sorted(accepted) or 'none'}."
             )
         options = dict(allowed, **family_options)
-        if "rank" in options and options["rank"] not in ("tfidf", "order"):
+        ranks = ("tfidf", "order", "learned") if family == "paragraphs" else ("tfidf", "order")
+        if "rank" in options and options["rank"] not in ranks:
             raise ValueError(
-                f"`rank` must be 'tfidf' or 'order', received {options['rank']!r}."
+                f"`rank` of family {family!r} must be one of {ranks}, received "
+                f"{options['rank']!r}."
+                + (" The learned ranker ranks the 'paragraphs' family only."
+                   if options["rank"] == "learned" else "")
+            )
+        if family == "paragraphs" and (options["rank"] == "learned") != (
+            options.get("ranker_run") is not None
+        ):
+            raise ValueError(
+                "rank='learned' needs `ranker_run` (a `keras-hsum train --recipe "
+                "ranker` folder), and `ranker_run` is used only with rank='learned'; "
+                f"received rank={options['rank']!r}, ranker_run={options.get('ranker_run')!r}."
             )
         if "pack" in options and options["pack"] not in ("paragraph", "section"):
             raise ValueError(
@@ -318,6 +342,14 @@ class TextStructurer(tf.Module):
         )
         self._listed_pattern, self._numeral_pattern = _abbreviation_pattern()
         self._nonword_pattern = f"[^{classes['alnum']}]+"
+        self._ranker = None
+        if options.get("rank") == "learned":
+            from keras_hsum.data.learned_ranking import load_ranker_run
+
+            (self._ranker, self._ranker_candidates,
+             self._ranker_context_length) = load_ranker_run(
+                options["ranker_run"], vocabulary_proto
+            )
         self._structure = tf.function(
             self._structure_batch,
             input_signature=[
@@ -843,12 +875,14 @@ class TextStructurer(tf.Module):
         P, T = self.max_units, self.max_tokens
         batch = rows["batch"]
         local = _local_index(batch, num_batch)
-        ranked = (
-            self.family == "paragraphs" and self.family_options["rank"] == "tfidf"
-        )
-        if ranked:
+        rank = self.family_options["rank"] if self.family == "paragraphs" else None
+        if rank == "tfidf":
             scores = self._tfidf(rows["text"], batch, context, num_batch)
             slot = self._rank(scores, batch, num_batch)
+        elif rank == "learned":
+            scores, slot = self._learned_rank(
+                rows, sentences, context, batch, local, num_batch
+            )
         else:
             scores = tf.zeros(tf.shape(batch), tf.float32)
             slot = local
@@ -930,6 +964,67 @@ class TextStructurer(tf.Module):
         if self.statistics:
             features.update(statistics)
         return features
+
+    def _learned_rank(self, rows, sentences, context, batch, local, num_batch):
+        """The learned ranker's score and slot of every row.
+
+        The first P_c rows of each example in reading order (the ranker
+        run's `max_paragraphs`) are the candidates: as tokens [B,P_c,T]
+        with the context cut to the ranker run's `context_length`, they go
+        through the `ParagraphRanker`; candidates are ranked by score
+        (stable: ties in reading order), the other rows get slot P
+        (dropped).
+
+        Returns:
+            `(scores float32 [R], slot int32 [R])`; 0 for non-candidates.
+        """
+        P, T = self._ranker_candidates, self.max_tokens
+        candidate = local < P
+        token_row = rows["token_row"]
+        token_kept = tf.gather(candidate, token_row) & (rows["token_column"] < T)
+        token_index = tf.boolean_mask(
+            tf.stack(
+                [
+                    tf.gather(batch, token_row),
+                    tf.gather(local, token_row),
+                    rows["token_column"],
+                ],
+                1,
+            ),
+            token_kept,
+        )
+        shape = tf.stack([num_batch, P, T])
+        tokens = tf.tensor_scatter_nd_update(
+            tf.fill(shape, tf.constant(self.pad_id, tf.int32)),
+            token_index,
+            tf.boolean_mask(sentences["ids"].flat_values, token_kept),
+        )
+        token_mask = tf.scatter_nd(
+            token_index, tf.ones([tf.shape(token_index)[0]], tf.bool), shape
+        )
+        length = self._ranker_context_length
+        context_tokens = self._tokenizer.tokenize(context)[:, :length].to_tensor(
+            default_value=self.pad_id, shape=tf.stack([num_batch, length])
+        )
+        ranker_scores = self._ranker(
+            {
+                "tokens": tf.ensure_shape(tokens, [None, P, T]),
+                "token_mask": tf.ensure_shape(token_mask, [None, P, T]),
+                "paragraph_mask": tf.reduce_any(token_mask, axis=-1),
+                "context_tokens": tf.ensure_shape(context_tokens, [None, length]),
+            },
+            training=False,
+        )
+        row_scores = tf.gather_nd(
+            tf.cast(ranker_scores, tf.float32),
+            tf.stack([batch, tf.minimum(local, P - 1)], 1),
+        )
+        # Scores are in (0,1): non-candidates (-1) sort after every candidate.
+        rank = self._rank(tf.where(candidate, row_scores, -1.0), batch, num_batch)
+        return (
+            tf.where(candidate, row_scores, 0.0),
+            tf.where(candidate, rank, self.max_units),
+        )
 
     def _flat(self, sentences, context, num_batch):
         """`build_flat`: ranked whole paragraphs, `<para>`-separated, cut at N."""

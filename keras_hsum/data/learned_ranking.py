@@ -1,0 +1,95 @@
+"""The learned paragraph ranker of a `ranker` run, for the structuring graph.
+
+HT's first stage (Liu & Lapata 2019, §3): a trained `ParagraphRanker`
+scores the candidate paragraphs and the top L go to the summarizer.
+`TextStructurer(..., rank="learned", ranker_run=RUN)` runs it inside its
+graph (so in `make_dataset`'s `tf.data` map and in the exported
+SavedModel alike); this module reads the run folder it needs.
+
+What `TextStructurer` does with it, per example: the summarizer's own rows
+(its T, its packing, its vocabulary) in reading order, up to the ranker
+run's `max_paragraphs` of them (the candidates P_c), and the title/query cut
+to the ranker run's `context_length` tokens, go through the ranker; the
+rows are sorted by score, best first, ties in reading order, and the first
+P (`max_units`) are kept; `rank_score` holds their ranker scores. Rows past
+the first P_c are never candidates.
+
+The ranker reads token ids, so it must share the summarizer's SentencePiece
+vocabulary: a ranker run with another `vocabulary.model` is refused
+(`keras-hsum train` gives a `rank=learned` run the ranker run's vocabulary).
+"""
+
+import hashlib
+import json
+import os
+
+RANKER_RECIPE = "ranker"
+RUN_FILES = ("config.json", "model.keras", "vocabulary.model")
+
+
+def _sha256(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def load_ranker_run(run, vocabulary_proto=None):
+    """The ranker of a `keras-hsum train --recipe ranker` run folder.
+
+    Args:
+        run: the ranker run folder (config.json, model.keras,
+            vocabulary.model).
+        vocabulary_proto: the serialized SentencePiece model the ranker's
+            inputs are tokenised with; None skips the check.
+
+    Returns:
+        `(model, candidates, context_length)`: the `ParagraphRanker` (its
+        last weights, model.keras), P_c = the run's `max_paragraphs` and
+        C_r = its `context_length`.
+
+    Raises:
+        ValueError: the folder lacks a file, is not a `ranker` run, or its
+            vocabulary is another than `vocabulary_proto`.
+    """
+    import keras
+
+    import keras_hsum.models  # noqa: F401 - registers the model classes
+    from keras_hsum.models.paragraph_ranker import ParagraphRanker
+
+    run = os.fspath(run)
+    missing = [name for name in RUN_FILES if not os.path.isfile(os.path.join(run, name))]
+    if missing:
+        raise ValueError(
+            f"ranker_run {run!r} must be a folder written by `keras-hsum train "
+            f"--recipe ranker` holding {', '.join(RUN_FILES)}; missing {missing}. "
+            "Train the ranker first (or point ranker_run / --ranker-run at its folder)."
+        )
+    with open(os.path.join(run, "config.json")) as handle:
+        resolved = json.load(handle)
+    recipe = resolved.get("recipe") if isinstance(resolved, dict) else None
+    if recipe != RANKER_RECIPE:
+        raise ValueError(
+            f"ranker_run {run!r} must be a {RANKER_RECIPE!r} run; its config.json "
+            f"names recipe {recipe!r}. Point it at a `keras-hsum train --recipe "
+            "ranker` folder."
+        )
+    with open(os.path.join(run, "vocabulary.model"), "rb") as handle:
+        ranker_proto = handle.read()
+    if vocabulary_proto is not None and ranker_proto != bytes(vocabulary_proto):
+        raise ValueError(
+            f"ranker_run {run!r} was trained on another SentencePiece vocabulary "
+            f"(vocabulary.model sha256 {_sha256(ranker_proto)[:12]}...) than the "
+            f"summarizer's (sha256 {_sha256(bytes(vocabulary_proto))[:12]}...); the "
+            "ranker reads the summarizer's token ids, so both must use one "
+            "vocabulary. Train the summarizer with `--set rank=learned --set "
+            "ranker_run=...` in a new run folder (it then takes the ranker's "
+            "vocabulary.model), or train the ranker on the summarizer's vocabulary."
+        )
+    model = keras.saving.load_model(os.path.join(run, "model.keras"), compile=False)
+    if not isinstance(model, ParagraphRanker):
+        raise ValueError(
+            f"ranker_run {run!r}: model.keras holds a {type(model).__name__}, "
+            "expected a ParagraphRanker."
+        )
+    config = resolved.get("config", {})
+    candidates = int(config.get("max_paragraphs", 100))
+    context_length = int(config.get("context_length", 32))
+    return model, candidates, context_length
