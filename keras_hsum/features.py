@@ -1,22 +1,238 @@
-"""Feature names that more than one part of keras_hsum reads (backend-free).
+"""The features keras_hsum's parts pass to each other, declared once
+(backend-free).
 
-The models, decoding and export read the features that `keras_hsum.data`
-builds; a name they share is declared here, beneath all of them, so that none
-reaches into another for it (issue 49 item 1 grows this into each family's
-whole feature contract).
+`keras_hsum.data` builds each example's features as a dict of arrays; the
+models read them, decoding gathers them, shards store them and batching pads
+them. Each feature is declared here: its name (a constant below), dtype, the
+symbolic axes of one example (no batch axis), the value batching pads it
+with, and, for a mask, the feature whose positions it marks.
+`family_features(family)` gives the features every structure family
+produces; extras (labels, graphs, SHTE's candidate summary) declare theirs
+with `keras_hsum.data.pipeline.declare_features`, which makes the same
+`Feature`s. The pipeline, the shards' spec, batching and the models' input
+checks all read these declarations.
+
+Axes (`AXES`): `"P"` rows of an example (paragraphs, sections, snippets or
+sentences; `max_units`), `"T"` tokens per row (`max_tokens`), `"S"` target
+tokens (`max_target_length`), `"C"` title/query context tokens (the
+paragraphs family's `context_length`), `"N"` tokens of a flat example
+(`max_tokens`), an int (a fixed size) or None (any length, padded to the
+longest in the batch).
+
+Example:
+>>> from keras_hsum import features
+>>> spec = features.family_features("paragraphs")[features.PARAGRAPH_MASK]
+>>> spec.dtype, spec.axes, spec.mask_of
+('bool', ('P',), 'tokens')
 """
 
+import dataclasses
+
+import numpy as np
+
+# Names of the features more than one part of keras_hsum reads.
+TOKENS = "tokens"
+TOKEN_MASK = "token_mask"
+PARAGRAPH_MASK = "paragraph_mask"
+DOCUMENT_IDS = "document_ids"
+PARAGRAPH_INDEX = "paragraph_index"
+RANK_SCORE = "rank_score"
+CONTEXT_TOKENS = "context_tokens"
+TARGET = "target"
+EXAMPLE_ID = "example_id"
+RANKER_TARGETS = "ranker_targets"
+GRAPH = "graph"
+PROXY_LABELS = "proxy_labels"
+SEGMENT_LABELS = "segment_labels"
+ORACLE_LABELS = "oracle_labels"
+SUMMARY_TOKENS = "summary_tokens"
+SUMMARY_TOKEN_MASK = "summary_token_mask"
+SUMMARY_PARAGRAPH_MASK = "summary_paragraph_mask"
+
+AXES = ("P", "T", "S", "C", "N")
+"""The axis symbols of `Feature.axes` (see the module docstring)."""
+
+FAMILIES = ("paragraphs", "sections", "snippets", "sentences", "flat")
+"""The structure families (`keras_hsum.data.TextStructurer`)."""
+
+TOKEN_FEATURES = (TOKENS, CONTEXT_TOKENS, TARGET, SUMMARY_TOKENS)
+"""Token-id features: batching pads them with the vocabulary's pad id."""
+
 PARAGRAPH_FEATURES = (
-    "tokens",
-    "token_mask",
-    "paragraph_mask",
-    "document_ids",
-    "paragraph_index",
-    "rank_score",
-    "ranker_targets",
-    "graph",
+    TOKENS,
+    TOKEN_MASK,
+    PARAGRAPH_MASK,
+    DOCUMENT_IDS,
+    PARAGRAPH_INDEX,
+    RANK_SCORE,
+    RANKER_TARGETS,
+    GRAPH,
 )
 """The paragraph-major features of the `paragraphs` family: P is axis 1
 (and axis 2 of the [B,P,P] `graph`). Reordering paragraphs
 (`keras_hsum.models.take_paragraphs`) or keeping some of them
 (`keras_hsum.decoding.compress_paragraphs`) gathers these together."""
+
+
+def dtype_name(dtype):
+    """The name a `Feature` stores for a numpy dtype (or its name):
+    `"string"` for text (numpy's object dtype), else numpy's name."""
+    if dtype == "string":
+        return "string"
+    dtype = np.dtype(dtype)
+    return "string" if dtype == np.dtype(object) else dtype.name
+
+
+@dataclasses.dataclass(frozen=True)
+class Feature:
+    """One feature of one example (no batch axis).
+
+    Attributes:
+        dtype: a dtype name: "int32", "bool", "float32", "string", ...
+        axes: a tuple of axis symbols (`AXES`), ints and None.
+        padding: the value batching pads with; None: the vocabulary's pad
+            id for `TOKEN_FEATURES`, else 0 / False / 0.0 / "".
+        mask_of: for a boolean mask, the feature whose leading axes it
+            covers (`token_mask` all of `tokens`' axes, `paragraph_mask`
+            its rows); None otherwise.
+    """
+
+    dtype: str
+    axes: tuple
+    padding: object = None
+    mask_of: object = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "dtype", dtype_name(self.dtype))
+        object.__setattr__(self, "axes", tuple(self.axes))
+
+    @property
+    def numpy_dtype(self):
+        """The numpy dtype (object for "string")."""
+        return np.dtype(object) if self.dtype == "string" else np.dtype(self.dtype)
+
+    def as_dict(self):
+        """JSON-able (the shards' spec); `from_dict` reads it back."""
+        return {"dtype": self.dtype, "axes": list(self.axes), "padding": self.padding}
+
+    @classmethod
+    def from_dict(cls, values):
+        return cls(values["dtype"], tuple(values["axes"]), values.get("padding"))
+
+
+_ROWS = {
+    TOKENS: Feature("int32", ("P", "T")),
+    TOKEN_MASK: Feature("bool", ("P", "T"), mask_of=TOKENS),
+    PARAGRAPH_MASK: Feature("bool", ("P",), mask_of=TOKENS),
+    DOCUMENT_IDS: Feature("int32", ("P",)),
+}
+
+_FAMILY_FEATURES = {
+    "paragraphs": {
+        **_ROWS,
+        PARAGRAPH_INDEX: Feature("int32", ("P",)),
+        RANK_SCORE: Feature("float32", ("P",)),
+        CONTEXT_TOKENS: Feature("int32", ("C",)),
+    },
+    "sections": _ROWS,
+    "snippets": _ROWS,
+    "sentences": _ROWS,
+    "flat": {
+        TOKENS: Feature("int32", ("N",)),
+        TOKEN_MASK: Feature("bool", ("N",), mask_of=TOKENS),
+    },
+}
+
+TARGET_FEATURE = Feature("int32", ("S",))
+"""`target`: the summary's token ids, [S] (BOS ... EOS, padded)."""
+
+EXAMPLE_ID_FEATURE = Feature("string", ())
+"""`example_id`: the example's id, a scalar string."""
+
+SUMMARY_FEATURES = {
+    SUMMARY_TOKENS: Feature("int32", (None, "T")),
+    SUMMARY_TOKEN_MASK: Feature("bool", (None, "T"), mask_of=SUMMARY_TOKENS),
+    SUMMARY_PARAGRAPH_MASK: Feature("bool", (None,), mask_of=SUMMARY_TOKENS),
+}
+"""SHTE's candidate summary, structured as a `sentences` example (an extra
+of the SHTE recipe, which fixes the row count)."""
+
+
+def family_features(family, with_target=False, with_id=False):
+    """`{name: Feature}` of every feature a family's structurer produces, in
+    a fixed order, then `target` and `example_id` when asked.
+
+    Raises:
+        ValueError: for an unknown family.
+    """
+    if family not in _FAMILY_FEATURES:
+        raise ValueError(f"Unknown family {family!r}; expected one of {', '.join(FAMILIES)}.")
+    features = dict(_FAMILY_FEATURES[family])
+    if with_target:
+        features[TARGET] = TARGET_FEATURE
+    if with_id:
+        features[EXAMPLE_ID] = EXAMPLE_ID_FEATURE
+    return features
+
+
+def masks():
+    """`(mask, feature, prefix)` for every declared mask: the mask's shape is
+    `feature`'s shape (prefix None) or its first `prefix` axes, the batch
+    axis included (`keras_hsum.layers.input_checks` checks it)."""
+    out = []
+    for group in (*_FAMILY_FEATURES.values(), SUMMARY_FEATURES):
+        for name, feature in group.items():
+            if feature.mask_of is None:
+                continue
+            whole = len(feature.axes) == len(group[feature.mask_of].axes)
+            entry = (name, feature.mask_of, None if whole else 1 + len(feature.axes))
+            if entry not in out:
+                out.append(entry)
+    return tuple(out)
+
+
+def axis_sizes(max_units, max_tokens, max_target_length=None, context_length=None):
+    """`{axis symbol: size or None}` of a structure's sizes (see `AXES`)."""
+    return {
+        "P": max_units,
+        "T": max_tokens,
+        "S": max_target_length,
+        "C": context_length,
+        "N": max_tokens,
+    }
+
+
+def padded_shape(name, feature, sizes, pad_to_max, missing_size):
+    """The shape batching pads one example's `feature` to, as a list (None:
+    the longest in the batch).
+
+    Args:
+        name: the feature's name (passed to `missing_size`).
+        feature: its `Feature`.
+        sizes: `{axis symbol: size or None}`; "T" must have a size.
+        pad_to_max: True: every symbolic axis to its size in `sizes`.
+        missing_size: `missing_size(name, axis)` returns the exception to
+            raise when `pad_to_max` needs a size that `sizes` lacks.
+    """
+    shape = []
+    for axis in feature.axes:
+        if isinstance(axis, int):
+            shape.append(axis)
+        elif axis == "T":
+            shape.append(sizes["T"])
+        elif not pad_to_max:
+            shape.append(None)
+        elif sizes.get(axis) is None:
+            raise missing_size(name, axis)
+        else:
+            shape.append(sizes[axis])
+    return shape
+
+
+def padding_value(name, feature, pad_id):
+    """The Python value batching pads `feature` with (see `Feature.padding`)."""
+    if feature.padding is not None:
+        return feature.padding
+    if name in TOKEN_FEATURES:
+        return pad_id
+    return {"string": b"", "bool": False}.get(feature.dtype, 0)

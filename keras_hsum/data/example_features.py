@@ -4,8 +4,8 @@
 options, extras: the arguments a recipe gives `make_dataset` besides its
 batching); `ExampleFeatures` turns a chunk of `Example`s into one dict of
 numpy arrays per kept example, the features `make_dataset` batches, and
-declares their dtypes and axes (`specs`), the sizes of the axes (`sizes`)
-and how batching pads them (`padding_values`).
+declares them (`specs`: `keras_hsum.features.Feature`s, dtype, axes and
+padding) and the sizes of the axes (`sizes`).
 
 `keras-hsum preprocess` (Apache Beam) calls `ExampleFeatures` on chunks of
 a corpus and writes the result as TFRecord shards (`keras_hsum.data.shards`);
@@ -26,63 +26,11 @@ import dataclasses
 
 import numpy as np
 
-from keras_hsum.data.structurer import FAMILIES
 from keras_hsum.data.structurer import FAMILY_OPTIONS
-
-# Features whose padding is the vocabulary's pad id.
-TOKEN_FEATURES = ("tokens", "context_tokens", "target")
-
-
-@dataclasses.dataclass(frozen=True)
-class FeatureSpec:
-    """The dtype and axes of one feature of one example (no batch axis).
-
-    Attributes:
-        dtype: a numpy dtype name ("int32", "bool", "float32", "string").
-        axes: a tuple of axis symbols, ints and None (see the module
-            docstring).
-        padding: the value batching pads with; None: the pad id for token
-            features, else 0 / False / 0.0 / "".
-    """
-
-    dtype: str
-    axes: tuple
-    padding: object = None
-
-    def as_dict(self):
-        return {"dtype": self.dtype, "axes": list(self.axes), "padding": self.padding}
-
-    @classmethod
-    def from_dict(cls, values):
-        return cls(values["dtype"], tuple(values["axes"]), values.get("padding"))
-
-
-def _family_specs(family, with_target):
-    if family == "flat":
-        specs = {
-            "tokens": FeatureSpec("int32", ("N",)),
-            "token_mask": FeatureSpec("bool", ("N",)),
-        }
-    else:
-        specs = {
-            "tokens": FeatureSpec("int32", ("P", "T")),
-            "token_mask": FeatureSpec("bool", ("P", "T")),
-            "paragraph_mask": FeatureSpec("bool", ("P",)),
-            "document_ids": FeatureSpec("int32", ("P",)),
-        }
-    if family == "paragraphs":
-        specs["paragraph_index"] = FeatureSpec("int32", ("P",))
-        specs["rank_score"] = FeatureSpec("float32", ("P",))
-        specs["context_tokens"] = FeatureSpec("int32", ("C",))
-    if with_target:
-        specs["target"] = FeatureSpec("int32", ("S",))
-    return specs
-
-
-def _dtype_name(dtype):
-    dtype = np.dtype(dtype)
-    return "string" if dtype == np.dtype(object) else dtype.name
-
+from keras_hsum.features import FAMILIES
+from keras_hsum.features import Feature
+from keras_hsum.features import axis_sizes
+from keras_hsum.features import family_features
 
 def _plain(value):
     """A JSON-able copy of a family option value."""
@@ -137,28 +85,25 @@ class ExampleStructure:
 
     @property
     def specs(self):
-        """`{name: FeatureSpec}` of every feature of one example (without
+        """`{name: Feature}` of every feature of one example (without
         `example_id`), in a fixed order: the family's, `target`, then the
         extras'."""
-        specs = _family_specs(self.family, bool(self.max_target_length))
+        specs = family_features(self.family, bool(self.max_target_length))
         for extra in self.extras:
             for name, spec in extra.feature_spec.items():
                 padding = spec.padding
                 if isinstance(padding, np.generic):
                     padding = padding.item()
-                specs[name] = FeatureSpec(_dtype_name(spec.dtype), tuple(spec.axes), padding)
+                specs[name] = Feature(spec.dtype, spec.axes, padding)
         return specs
 
     @property
     def sizes(self):
         """The size of each axis symbol (None where there is no maximum)."""
-        return {
-            "P": self.max_units,
-            "T": self.max_tokens,
-            "S": self.max_target_length,
-            "C": self.options.get("context_length"),
-            "N": self.max_tokens,
-        }
+        return axis_sizes(
+            self.max_units, self.max_tokens, self.max_target_length,
+            self.options.get("context_length"),
+        )
 
     def describe(self):
         """A JSON-able description: two structures that describe the same

@@ -73,9 +73,13 @@ from keras_hsum.data import reader as reader_lib
 from keras_hsum.data import structure
 from keras_hsum.data.ranking import rouge2_recall_targets
 
-FAMILIES = ("paragraphs", "sections", "snippets", "sentences", "flat")
-_TOKEN_FEATURES = ("tokens", "context_tokens", "target")
-_AXIS_SYMBOLS = ("P", "T", "S", "C", "N")
+from keras_hsum.features import AXES
+from keras_hsum.features import FAMILIES
+from keras_hsum.features import Feature
+from keras_hsum.features import axis_sizes
+from keras_hsum.features import family_features
+from keras_hsum.features import padded_shape
+from keras_hsum.features import padding_value
 
 
 @dataclasses.dataclass
@@ -199,13 +203,6 @@ def declare_features(**specs):
     return decorate
 
 
-@dataclasses.dataclass(frozen=True)
-class _Spec:
-    dtype: np.dtype
-    axes: tuple
-    padding: object = None
-
-
 def _spec(name, value):
     if not isinstance(value, (tuple, list)) or len(value) not in (2, 3):
         raise ValueError(
@@ -216,15 +213,15 @@ def _spec(name, value):
     for axis in axes:
         if not (
             axis is None
-            or axis in _AXIS_SYMBOLS
+            or axis in AXES
             or (isinstance(axis, int) and axis >= 0)
         ):
             raise ValueError(
                 f"Axis {axis!r} of feature {name!r} is not one of "
-                f"{', '.join(_AXIS_SYMBOLS)}, a non-negative int or None."
+                f"{', '.join(AXES)}, a non-negative int or None."
             )
     padding = value[2] if len(value) == 3 else None
-    return _Spec(dtype, axes, padding)
+    return Feature(dtype, axes, padding)
 
 
 @declare_features(ranker_targets=("float32", ("P",)))
@@ -333,30 +330,6 @@ def oracle_labels(example, structured):
     references = list(example.references) or [example.summary]
     chosen = labels.greedy_oracle(structured.texts, references)
     return {"oracle_labels": labels.oracle_labels(len(structured.texts), chosen)}
-
-
-def _family_specs(family, include_target, include_ids):
-    if family == "flat":
-        specs = {
-            "tokens": _Spec(np.dtype("int32"), ("N",)),
-            "token_mask": _Spec(np.dtype("bool"), ("N",)),
-        }
-    else:
-        specs = {
-            "tokens": _Spec(np.dtype("int32"), ("P", "T")),
-            "token_mask": _Spec(np.dtype("bool"), ("P", "T")),
-            "paragraph_mask": _Spec(np.dtype("bool"), ("P",)),
-            "document_ids": _Spec(np.dtype("int32"), ("P",)),
-        }
-    if family == "paragraphs":
-        specs["paragraph_index"] = _Spec(np.dtype("int32"), ("P",))
-        specs["rank_score"] = _Spec(np.dtype("float32"), ("P",))
-        specs["context_tokens"] = _Spec(np.dtype("int32"), ("C",))
-    if include_target:
-        specs["target"] = _Spec(np.dtype("int32"), ("S",))
-    if include_ids:
-        specs["example_id"] = _Spec(np.dtype(object), ())
-    return specs
 
 
 def _check_arguments(
@@ -740,7 +713,7 @@ def _with_extras(dataset, extras, names, specs, family, max_tokens, max_target_l
     example."""
     if not extras:
         return dataset
-    dtypes = [tf.as_dtype(specs[name].dtype) for name in names]
+    dtypes = [tf.as_dtype(specs[name].numpy_dtype) for name in names]
     keys = sorted(dataset.element_spec)
 
     def row(*tensors):
@@ -755,7 +728,7 @@ def _with_extras(dataset, extras, names, specs, family, max_tokens, max_target_l
             _uncount_truncation(report, values, max_target_length)
             report.count_skip("other_errors", f"example {example.id!r}: {error}")
             return [np.asarray(False)] + [
-                np.zeros([0] * len(specs[name].axes), specs[name].dtype.name)
+                np.zeros([0] * len(specs[name].axes), specs[name].numpy_dtype)
                 for name in names
             ]
         merged = {}
@@ -812,7 +785,7 @@ def _prepared(
         source, vocabulary, family, max_units, max_tokens, max_target_length,
         options,
     )
-    specs = _family_specs(family, bool(max_target_length), include_ids)
+    specs = family_features(family, bool(max_target_length), include_ids)
     for extra in extras:
         for name, spec in getattr(extra, "feature_spec", {}).items():
             specs[name] = spec
@@ -945,7 +918,7 @@ def _infer_extra_specs(extras, arguments, require_summary, unicode_errors):
             for name, value in values_out.items():
                 value = np.asarray(value)
                 axes = tuple("P" if size == rows else None for size in value.shape)
-                specs[name] = _Spec(value.dtype, axes)
+                specs[name] = Feature(value.dtype, axes)
         return specs
     raise ValueError(
         "Cannot infer the signature of undeclared extras: the source "
@@ -967,46 +940,15 @@ def _example_shape(spec, max_tokens):
     return shape
 
 
-def _padded_shape(name, spec, sizes, pad_to_max):
-    shape = []
-    for axis in spec.axes:
-        if isinstance(axis, int):
-            shape.append(axis)
-        elif axis == "T":
-            shape.append(sizes["T"])
-        elif pad_to_max:
-            size = sizes.get(axis)
-            if size is None:
-                raise ValueError(
-                    f"pad_to_max=True needs the size of every axis, but axis "
-                    f"{axis!r} of feature {name!r} has none"
-                    + (
-                        " (give max_units)"
-                        if axis == "P"
-                        else " (give max_target_length)"
-                        if axis == "S"
-                        else "; declare its size with @declare_features"
-                    )
-                    + "."
-                )
-            shape.append(size)
-        else:
-            shape.append(None)
-    return tf.TensorShape(shape)
-
-
-def _padding_value(name, spec, pad_id):
-    if spec.padding is not None:
-        value = spec.padding
-    elif name in _TOKEN_FEATURES:
-        value = pad_id
-    elif spec.dtype == np.dtype(object):
-        value = b""
-    elif spec.dtype == np.dtype(bool):
-        value = False
-    else:
-        value = 0
-    return tf.constant(value, dtype=tf.as_dtype(spec.dtype))
+def _missing_size(name, axis):
+    hint = {
+        "P": " (give max_units)",
+        "S": " (give max_target_length)",
+    }.get(axis, "; declare its size with @declare_features")
+    return ValueError(
+        f"pad_to_max=True needs the size of every axis, but axis {axis!r} of "
+        f"feature {name!r} has none{hint}."
+    )
 
 
 def _conform(features, specs, max_tokens, rows):
@@ -1035,8 +977,8 @@ def _conform(features, specs, max_tokens, rows):
                     f"{axis!r} should have size {expected}. Fix the extra "
                     "that returns it or its declared axes."
                 )
-        if spec.dtype != np.dtype(object) and value.dtype != spec.dtype:
-            value = value.astype(spec.dtype)
+        if spec.dtype != "string" and value.dtype != spec.numpy_dtype:
+            value = value.astype(spec.numpy_dtype)
         out[name] = value
     return out
 
@@ -1172,19 +1114,18 @@ def make_dataset(
         family_options, extras, report, require_summary, skip_invalid, strict,
         unicode_errors, include_ids,
     )
-    sizes = {
-        "P": max_units,
-        "T": max_tokens,
-        "S": max_target_length,
-        "C": options.get("context_length"),
-        "N": max_tokens,
-    }
+    sizes = axis_sizes(
+        max_units, max_tokens, max_target_length, options.get("context_length")
+    )
     padded_shapes = {
-        name: _padded_shape(name, spec, sizes, pad_to_max)
+        name: tf.TensorShape(padded_shape(name, spec, sizes, pad_to_max, _missing_size))
         for name, spec in specs.items()
     }
     padding_values = {
-        name: _padding_value(name, spec, vocabulary.pad_id)
+        name: tf.constant(
+            padding_value(name, spec, vocabulary.pad_id),
+            dtype=tf.as_dtype(spec.numpy_dtype),
+        )
         for name, spec in specs.items()
     }
     if max_examples is not None:

@@ -35,8 +35,11 @@ import numpy as np
 import tensorflow as tf
 
 from keras_hsum.checks import check_int
-from keras_hsum.data.example_features import TOKEN_FEATURES
-from keras_hsum.data.example_features import FeatureSpec
+from keras_hsum.features import EXAMPLE_ID_FEATURE
+from keras_hsum.features import Feature
+from keras_hsum.features import axis_sizes
+from keras_hsum.features import padded_shape
+from keras_hsum.features import padding_value
 
 SPEC_FILE = "shards.json"
 VOCABULARY_FILE = "vocabulary.model"
@@ -99,7 +102,7 @@ def serialize_example(example_id, features, specs):
     Args:
         example_id: the example's id (str).
         features: `{name: numpy array}` for every name of `specs`.
-        specs: `{name: FeatureSpec}`.
+        specs: `{name: Feature}`.
 
     Returns:
         bytes.
@@ -171,7 +174,7 @@ class ShardWriter:
 
     Args:
         path: the shard's final path.
-        specs: `{name: FeatureSpec}`.
+        specs: `{name: Feature}`.
 
     Example:
     >>> with ShardWriter(path, structure.specs) as writer:
@@ -250,9 +253,9 @@ def read_spec(folder):
 
 
 def feature_specs(spec):
-    """`{name: FeatureSpec}` of a shard spec's features."""
+    """`{name: Feature}` of a shard spec's features."""
     return {
-        name: FeatureSpec.from_dict(values)
+        name: Feature.from_dict(values)
         for name, values in spec["structure"]["features"].items()
     }
 
@@ -479,21 +482,20 @@ def read_shards(
         )
     if shuffle_buffer:
         dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    sizes = spec["structure"]
-    axis_sizes = {
-        "P": sizes["max_units"],
-        "T": sizes["max_tokens"],
-        "S": sizes["max_target_length"],
-        "C": sizes["family_options"].get("context_length"),
-        "N": sizes["max_tokens"],
-    }
+    structure = spec["structure"]
+    sizes = axis_sizes(
+        structure["max_units"], structure["max_tokens"], structure["max_target_length"],
+        structure["family_options"].get("context_length"),
+    )
+    batched = dict(specs, example_id=EXAMPLE_ID_FEATURE) if include_ids else specs
     padded_shapes, padding_values = {}, {}
-    for name, feature in specs.items():
-        padded_shapes[name] = _padded_shape(name, feature, axis_sizes, pad_to_max)
-        padding_values[name] = _padding_value(name, feature, spec["pad_id"])
-    if include_ids:
-        padded_shapes["example_id"] = tf.TensorShape([])
-        padding_values["example_id"] = tf.constant(b"")
+    for name, feature in batched.items():
+        padded_shapes[name] = tf.TensorShape(
+            padded_shape(name, feature, sizes, pad_to_max, _missing_size)
+        )
+        padding_values[name] = tf.constant(
+            padding_value(name, feature, spec["pad_id"]), dtype=_tf_dtype(feature.dtype)
+        )
     dataset = dataset.padded_batch(
         batch_size,
         padded_shapes=padded_shapes,
@@ -503,34 +505,8 @@ def read_shards(
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def _padded_shape(name, feature, sizes, pad_to_max):
-    shape = []
-    for axis in feature.axes:
-        if isinstance(axis, int):
-            shape.append(axis)
-        elif axis == "T":
-            shape.append(sizes["T"])
-        elif pad_to_max:
-            if sizes.get(axis) is None:
-                raise ShardError(
-                    f"pad_to_max=True needs the size of axis {axis!r} of feature "
-                    f"{name!r}, and the shard spec records none."
-                )
-            shape.append(sizes[axis])
-        else:
-            shape.append(None)
-    return tf.TensorShape(shape)
-
-
-def _padding_value(name, feature, pad_id):
-    if feature.padding is not None:
-        value = feature.padding
-    elif name in TOKEN_FEATURES:
-        value = pad_id
-    elif feature.dtype == "string":
-        value = b""
-    elif feature.dtype == "bool":
-        value = False
-    else:
-        value = 0
-    return tf.constant(value, dtype=_tf_dtype(feature.dtype))
+def _missing_size(name, axis):
+    return ShardError(
+        f"pad_to_max=True needs the size of axis {axis!r} of feature "
+        f"{name!r}, and the shard spec records none."
+    )

@@ -11,6 +11,7 @@ import numbers
 import keras
 import numpy as np
 
+from keras_hsum import features
 from keras_hsum.checks import check_int
 
 
@@ -71,15 +72,11 @@ def expect_width(layer, name, shape):
         layer.input_spec = keras.InputSpec(axes={-1: int(shape[-1])}, name=name)
 
 
-# (mask, the features it masks, how many leading axes they share): a mask
-# with other sizes than its tokens would be broadcast, not refused, by the
-# ops that apply it (a [1,N] `token_mask` masks every example like the first).
-_MASKED_FEATURES = (
-    ("token_mask", "tokens", None),
-    ("paragraph_mask", "tokens", 2),
-    ("summary_token_mask", "summary_tokens", None),
-    ("summary_paragraph_mask", "summary_tokens", 2),
-)
+# (mask, the feature it masks, how many leading axes they share), as
+# keras_hsum.features declares them: a mask with other sizes than its tokens
+# would be broadcast, not refused, by the ops that apply it (a [1,N]
+# `token_mask` masks every example like the first).
+_MASKED_FEATURES = features.masks()
 
 
 def _static_shape(value):
