@@ -39,6 +39,13 @@ class Config(RecipeConfig):
             on from this (0-based) epoch to the end (None: never).
         coverage_loss_weight: λ once coverage is on (See et al.: 1).
         section_weighting: `DiscourseAttention`'s "scores" or "probabilities".
+        section_encoding: `DiscourseSummarizer`'s word-level encoder:
+            "paper" (each section alone, the paper's §2), "carry" (the
+            state carried from section to section, the authors' code) or
+            "concatenated" (one BiLSTM over all sections). Both configs
+            below use "paper"; the field's default is "concatenated", what
+            runs trained before the field existed used, so that resuming
+            such a run with another encoder is refused, not done silently.
     """
 
     dataset: str = DEFAULT_DATASET
@@ -52,6 +59,7 @@ class Config(RecipeConfig):
     coverage_start_epoch: int | None = 8
     coverage_loss_weight: float = 1.0
     section_weighting: str = "scores"
+    section_encoding: str = "concatenated"
     optimizer: str = "adagrad"
     learning_rate: float = 0.15
     label_smoothing: float = 0.0
@@ -77,6 +85,7 @@ CONFIGS = {
         learning_rate=0.5,
         warmup_steps=100,
         max_val_examples=32,
+        section_encoding="paper",
     ),
     # Cohan et al. §5 (with See et al.'s hyperparameters): cell 256,
     # embeddings 128, 4 sections × 500 tokens, 50k vocabulary, batch 16,
@@ -90,6 +99,7 @@ CONFIGS = {
         epochs=10,
         steps_per_epoch=37,
         coverage_start_epoch=8,
+        section_encoding="paper",
     ),
 }
 
@@ -110,6 +120,7 @@ def build_model(config, vocabulary_size):
         num_oov=config.num_oov,
         use_coverage=config.use_coverage,
         section_weighting=config.section_weighting,
+        section_encoding=config.section_encoding,
         name="discourse_summarizer",
     )
 

@@ -19,29 +19,53 @@ UNK_ID = 1
 # generator nor the copy distribution can produce (an OOV slot absent from
 # the source) get log(1e-12) ≈ -27.6 instead of -inf.
 MIN_PROBABILITY = 1e-12
+# How the word-level BiLSTM reads the sections (see the class docstring).
+SECTION_ENCODINGS = ("paper", "carry", "concatenated")
+# What a saved config without `section_encoding` (a model saved before the
+# option existed) was: one BiLSTM over the concatenated sections.
+LEGACY_SECTION_ENCODING = "concatenated"
 
 
 @keras.saving.register_keras_serializable(package="keras_hsum")
 class DiscourseSummarizer(Summarizer):
     """The discourse-aware abstractive summarizer of Cohan et al. (2018).
 
-    Encoder (their §3, "Encoder"). Tokens are embedded (E) and read by a
-    word-level BiLSTM whose state is carried across sections: the forward
-    LSTM starts section j+1 from its final state on section j, and the
-    backward LSTM starts section j from its final state on section j+1. This
-    is computed batched as *one* BiLSTM over the P·T concatenated section
-    slots with the word mask (token_mask ∧ section mask), since a Keras LSTM
-    keeps its state unchanged over masked steps: padded tokens and padded
-    sections are skipped, so padding never changes an output. Forward and
-    backward states are combined by h = relu(W [h→; h←] + b) (the paper's
-    combined state) into the word states h^(e)_(j,i) [B,P,T,D]. The final
-    word state of section j, [h→ at its last word; h← at its first word]
-    combined the same way, is the section's input to the section-level
-    BiLSTM, whose combined outputs are the section states h^(s)_j [B,P,D];
-    its final (h, c) states, reduced by relu layers (See et al.), start the
-    decoder.
+    Encoder (their §2, "Encoder"). Tokens are embedded (E) and read by a
+    word-level BiLSTM shared by all sections; masked steps keep its state
+    (a Keras LSTM skips them), so padded tokens and padded sections never
+    change an output. Forward and backward states are combined by
+    h = relu(W [h→; h←] + b) (the paper's combined state) into the word
+    states h^(e)_(j,i) [B,P,T,D]. The final word state of section j,
+    [h→ after its last word; h← after its first word] combined the same
+    way, is the section's input to the section-level BiLSTM, whose combined
+    outputs are the section states h^(s)_j [B,P,D]; its final (h, c)
+    states, reduced by relu layers (See et al.), start the decoder.
+    `section_encoding` says what the word-level BiLSTM reads:
 
-    Decoder (their §3, "Discourse-aware decoder", Eq. 4-9). An
+    - `"paper"` (the default): each section alone, as §2 describes
+      (h^(s)_j = RNN_sec{x_(j,1..M)}, "the parameters of RNN_sec are shared
+      for all the discourse sections"): both directions start every section
+      from zero state, so nothing crosses a section boundary. Computed as
+      one BiLSTM over the B·P sections [B·P,T,E].
+    - `"carry"`: the authors' released code (armancohan/long-summarization,
+      `model.py`, `hier` branch), which runs its BiLSTM section by section
+      and starts section j from *both* final states of section j-1
+      (`initial_state_fw`, `initial_state_bw`): the forward LSTM continues
+      from its state after section j-1's last word; the backward LSTM reads
+      section j right to left starting from its state after section j-1's
+      first word. So section j's states see sections 1..j and nothing of
+      j+1..P, in either direction. (That code also gives every section the
+      padded length, so its LSTM reads pad tokens and padded sections; here
+      padding is skipped, as in the other modes.) Computed as the forward
+      LSTM over the P·T concatenated slots [B,P·T,E], and the backward
+      LSTM over the sections concatenated in reverse order.
+    - `"concatenated"`: one BiLSTM over the P·T concatenated section slots
+      [B,P·T,E]: the forward LSTM carries section j's state into j+1, the
+      backward LSTM carries section j+1's into j, so every word state sees
+      the whole document. What this class did before `section_encoding`
+      existed; a saved config without the key loads as `"concatenated"`.
+
+    Decoder (their §2, "Discourse-aware decoder", Eq. 4-9). An
     `keras.layers.LSTMCell` of width D reads [x_t; c_(t-1)] (the embedded
     previous word and the previous context vector; c_0 = 0). With its new
     state h_t, `DiscourseAttention` gives section weights β (Eq. 6), word
@@ -65,7 +89,7 @@ class DiscourseSummarizer(Summarizer):
     the final distribution over V + num_oov (floored at 1e-12, so finite);
     `LabelSmoothedCrossEntropy` takes them as they are.
 
-    Coverage (See et al., 2017; Cohan et al. §3 "Decoder coverage"). The
+    Coverage (See et al., 2017; Cohan et al. §2 "Decoder coverage"). The
     non-trainable variable `coverage_weight` λ starts at 0. While λ = 0 the
     attention gets zero coverage (the model is exactly the one without
     coverage) and no loss is added; set λ > 0 (`set_coverage_weight`, or
@@ -89,6 +113,9 @@ class DiscourseSummarizer(Summarizer):
         section_weighting: `DiscourseAttention`'s `"scores"` (Eq. 5 as
             printed) or `"probabilities"`.
         unk_id: the id that decoder input ids >= V are mapped to.
+        section_encoding: `"paper"`, `"carry"` or `"concatenated"`: what
+            the word-level BiLSTM reads (see Encoder). The weights are the
+            same in every mode.
         pad_id, bos_id, eos_id: special ids.
 
     Inputs (dict):
@@ -136,6 +163,7 @@ class DiscourseSummarizer(Summarizer):
         use_coverage=True,
         section_weighting="scores",
         unk_id=UNK_ID,
+        section_encoding="paper",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -143,6 +171,14 @@ class DiscourseSummarizer(Summarizer):
             self.name, vocabulary_size=vocabulary_size, hidden_dim=hidden_dim,
             embedding_dim=embedding_dim, num_oov=num_oov,
         )
+        if section_encoding not in SECTION_ENCODINGS:
+            raise ValueError(
+                f"{self.name}: `section_encoding` must be one of "
+                f"{', '.join(repr(name) for name in SECTION_ENCODINGS)}, received "
+                f"{section_encoding!r}. \"paper\" encodes each section alone "
+                "(Cohan et al. §2); see the DiscourseSummarizer docstring."
+            )
+        self.section_encoding = section_encoding
         self.vocabulary_size = vocabulary_size
         self.hidden_dim = hidden_dim
         self.embedding_dim = embedding_dim
@@ -260,6 +296,63 @@ class DiscourseSummarizer(Summarizer):
         section_mask = ops.logical_and(section_mask, ops.any(word_mask, axis=-1))
         return word_mask, section_mask
 
+    def _encode_words(self, embedded, word_mask, training):
+        """The word-level BiLSTM's outputs, read as `section_encoding` says.
+
+        Args:
+            embedded: [B,P,T,E] embedded section tokens.
+            word_mask: bool [B,P,T], the real words (masked steps keep the
+                LSTM state, so padding is skipped).
+
+        Returns:
+            `(forward, backward)`, each [B,P,T,D]: h→ and h← at every slot,
+            aligned with the input (zeros at masked slots).
+        """
+        shape = ops.shape(embedded)
+        batch, sections, length = shape[0], shape[1], shape[2]
+        dim = self.hidden_dim
+
+        def slots(x, rows, steps):  # [B,P,T,...] -> [rows, steps, ...]
+            return ops.reshape(x, (rows, steps) + tuple(x.shape[3:]))
+
+        def sectioned(x):  # [B,P·T,D] or [B·P,T,D] -> [B,P,T,D]
+            return ops.reshape(x, (batch, sections, length, dim))
+
+        if self.section_encoding == "paper":
+            # Each section is its own sequence of the batch: both directions
+            # start from zero state in every section.
+            forward, backward = self.word_encoder(
+                slots(embedded, batch * sections, length),
+                mask=slots(word_mask, batch * sections, length),
+                training=training,
+            )
+            return sectioned(forward), sectioned(backward)
+        flat = slots(embedded, batch, sections * length)
+        flat_mask = slots(word_mask, batch, sections * length)
+        if self.section_encoding == "concatenated":
+            forward, backward = self.word_encoder(flat, mask=flat_mask, training=training)
+            return sectioned(forward), sectioned(backward)
+        # "carry": the forward LSTM reads the sections laid end to end (as
+        # "concatenated"). The backward LSTM reads each section right to
+        # left but the sections in document order, starting section j from
+        # its state at the end of section j-1 (after that section's first
+        # word): it reads the sections in reverse order laid end to end,
+        # backwards. Both directions are called here, not through
+        # `word_encoder` (which reads one sequence both ways); it is built
+        # so that it owns their weights as in the other modes.
+        if not self.word_encoder.built:
+            self.word_encoder.build(flat.shape)
+        forward = self.word_encoder.forward_layer(flat, mask=flat_mask, training=training)
+        backward = self.word_encoder.backward_layer(
+            slots(ops.flip(embedded, axis=1), batch, sections * length),
+            mask=slots(ops.flip(word_mask, axis=1), batch, sections * length),
+            training=training,
+        )
+        # Its outputs come in reading order (Bidirectional flips them back):
+        # slot t of section j of the result is read at step j·T + T-1-t.
+        backward = ops.flip(sectioned(ops.cast(backward, forward.dtype)), axis=2)
+        return sectioned(forward), backward
+
     def encode(self, inputs, training=False):
         """Runs the hierarchical encoder.
 
@@ -292,22 +385,19 @@ class DiscourseSummarizer(Summarizer):
         shape = ops.shape(tokens)
         batch, sections, length = shape[0], shape[1], shape[2]
 
-        # Word level: one BiLSTM over the P·T concatenated section slots, so
-        # the state is carried from section to section (masked steps keep it).
+        # Word level: forward and backward LSTM outputs [B,P,T,D], read per
+        # `section_encoding`.
         embedded = self.token_embedding(tokens)
-        flat = ops.reshape(embedded, (batch, sections * length, self.embedding_dim))
-        flat_mask = ops.reshape(word_mask, (batch, sections * length))
-        forward, backward = self.word_encoder(flat, mask=flat_mask, training=training)
+        forward, backward = self._encode_words(embedded, word_mask, training)
         word_states = self.word_reduce(ops.concatenate([forward, backward], axis=-1))
-        word_states = ops.reshape(word_states, (batch, sections, length, self.hidden_dim))
         word_states = word_states * ops.cast(word_mask[..., None], word_states.dtype)
 
         # Final word state of each section: h→ at its last word, h← at its first.
+        # (With "carry" and "concatenated" these are the states the section
+        # ends with, carried state included.)
         positions = ops.arange(length, dtype="int32")[None, None, :]
         last = ops.maximum(ops.max(ops.where(word_mask, positions, -1), axis=-1), 0)
         first = ops.minimum(ops.min(ops.where(word_mask, positions, length), axis=-1), length - 1)
-        forward = ops.reshape(forward, (batch, sections, length, self.hidden_dim))
-        backward = ops.reshape(backward, (batch, sections, length, self.hidden_dim))
 
         def at(states, index):  # [B,P,T,D], [B,P] -> [B,P,D]
             index = ops.broadcast_to(
@@ -502,6 +592,16 @@ class DiscourseSummarizer(Summarizer):
                 "use_coverage": self.use_coverage,
                 "section_weighting": self.section_weighting,
                 "unk_id": self.unk_id,
+                "section_encoding": self.section_encoding,
             }
         )
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        # A config without the key was saved before `section_encoding`
+        # existed, by a model that read the concatenated sections: it must
+        # reload with the same outputs, not with the constructor's default.
+        config = dict(config)
+        config.setdefault("section_encoding", LEGACY_SECTION_ENCODING)
+        return super().from_config(config)

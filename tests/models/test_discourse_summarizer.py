@@ -1,5 +1,10 @@
 """DiscourseSummarizer: decoding contract, copy distribution, coverage loss,
-carried encoder state, padding, save/reload, memorisation on real data."""
+the word-level encoder's section encodings against a numpy reference,
+padding, save/reload (and reloading a config saved before
+`section_encoding`), memorisation on real data."""
+
+import json
+import zipfile
 
 import numpy as np
 import pytest
@@ -58,6 +63,82 @@ def numpy_coverage_loss(alphas, target_mask):
     coverage = np.cumsum(alphas, axis=1) - alphas
     per_step = np.minimum(alphas, coverage).sum(-1)
     return (per_step * target_mask).sum() / target_mask.size
+
+
+def numpy_lstm(steps, kernel, recurrent_kernel, bias, state=None):
+    """Keras' LSTM (gates i, f, c, o; sigmoid and tanh) over `steps` [L,E]
+    from `state` (h, c) (default zeros); returns (outputs [L,D], (h, c))."""
+    width = recurrent_kernel.shape[0]
+    h, c = state if state is not None else (np.zeros(width), np.zeros(width))
+    sigmoid = lambda x: 1.0 / (1.0 + np.exp(-x))  # noqa: E731
+    outputs = []
+    for x in steps:
+        i, f, g, o = np.split(x @ kernel + h @ recurrent_kernel + bias, 4)
+        c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
+        h = sigmoid(o) * np.tanh(c)
+        outputs.append(h)
+    return np.reshape(outputs, (-1, width)), (h, c)
+
+
+def numpy_encoder(model, inputs, section_encoding):
+    """Transcription of the word- and section-level encoders, one example
+    and one section at a time, float64: `(word_states [B,P,T,D],
+    section_states [B,P,D])`.
+
+    Each section's real words (token_mask ∧ paragraph_mask) are read
+    forwards and backwards. "paper": every section from zero state;
+    "carry" (the authors' code): section j starts both directions from the
+    states section j-1 ended with; "concatenated": the forward LSTM carries
+    j-1 into j, the backward LSTM carries j+1 into j (it reads the sections
+    last to first). Word state = relu(W [h→; h←] + b); section input = the
+    same of [h→ after the last word; h← after the first]; section states =
+    the reduced outputs of a BiLSTM over the real sections.
+    """
+    weights = lambda layer: [np.asarray(w, "float64") for w in layer.get_weights()]  # noqa: E731
+    (embedding,) = weights(model.token_embedding)
+    word_fw = weights(model.word_encoder.forward_layer)
+    word_bw = weights(model.word_encoder.backward_layer)
+    word_w, word_b = weights(model.word_reduce)
+    section_fw = weights(model.section_encoder.forward_layer)
+    section_bw = weights(model.section_encoder.backward_layer)
+    section_w, section_b = weights(model.section_reduce)
+    tokens = inputs["tokens"]
+    words = inputs["token_mask"] & inputs["paragraph_mask"][:, :, None]
+    batch, sections, length = tokens.shape
+    dim = model.hidden_dim
+    word_states = np.zeros((batch, sections, length, dim))
+    section_states = np.zeros((batch, sections, dim))
+    for b in range(batch):
+        real = [np.flatnonzero(words[b, j]) for j in range(sections)]
+        forward, backward = {}, {}
+        state = None
+        for j in range(sections):  # forward: document order in every mode
+            if section_encoding == "paper":
+                state = None
+            forward[j], state = numpy_lstm(
+                embedding[tokens[b, j, real[j]]], *word_fw, state=state)
+        order = range(sections - 1, -1, -1) if section_encoding == "concatenated" else range(sections)
+        state = None
+        for j in order:  # backward: each section right to left
+            if section_encoding == "paper":
+                state = None
+            outputs, state = numpy_lstm(
+                embedding[tokens[b, j, real[j][::-1]]], *word_bw, state=state)
+            backward[j] = outputs[::-1]
+        section_inputs = []
+        for j in range(sections):
+            if len(real[j]):
+                word_states[b, j, real[j]] = np.maximum(
+                    np.concatenate([forward[j], backward[j]], -1) @ word_w + word_b, 0)
+                section_inputs.append(np.maximum(
+                    np.concatenate([forward[j][-1], backward[j][0]]) @ word_w + word_b, 0))
+        kept = [j for j in range(sections) if len(real[j])]
+        section_forward, _ = numpy_lstm(np.array(section_inputs), *section_fw)
+        section_backward, _ = numpy_lstm(np.array(section_inputs[::-1]), *section_bw)
+        section_states[b, kept] = np.maximum(
+            np.concatenate([section_forward, section_backward[::-1]], -1) @ section_w
+            + section_b, 0)
+    return word_states, section_states
 
 
 def test_step_equals_teacher_forcing_without_coverage():
@@ -195,21 +276,126 @@ def test_coverage_loss_is_zero_before_and_numpy_after_switching_on():
     assert not np.allclose(auxes[3]["attention"], auxes_before[3]["attention"])
 
 
-def test_encoder_state_is_carried_across_sections():
-    model = small_model()
+ENCODINGS = ("paper", "carry", "concatenated")
+
+
+def with_masked_hole(inputs):
+    """`inputs` with word 2 of example 0's section 0 masked out (not padded)."""
+    token_mask = inputs["token_mask"].copy()
+    token_mask[0, 0, 2] = False
+    return dict(inputs, token_mask=token_mask)
+
+
+@pytest.mark.parametrize("section_encoding", ENCODINGS)
+def test_encoder_equals_numpy_reference(section_encoding):
+    """Word states [B,P,T,D] and section states [B,P,D] == the numpy
+    transcription, section by section (a short section, a padded section,
+    a masked word inside a section)."""
+    model = small_model(section_encoding=section_encoding)
+    for inputs in (random_inputs(), with_masked_hole(random_inputs(seed=1))):
+        memory = model.encode(inputs)
+        word_states, section_states = numpy_encoder(model, inputs, section_encoding)
+        np.testing.assert_allclose(to_numpy(memory["word_states"]), word_states, atol=1e-5)
+        np.testing.assert_allclose(to_numpy(memory["section_states"]), section_states, atol=1e-5)
+
+
+def changed_section(inputs, example, section):
+    """`inputs` with the first word of one section replaced (7, or 8 where
+    it is 7)."""
+    tokens = inputs["tokens"].copy()
+    tokens[example, section, 0] = np.where(tokens[example, section, 0] == 7, 8, 7)
+    return dict(inputs, tokens=tokens)
+
+
+def word_states(model, inputs):
+    return to_numpy(model.encode(inputs)["word_states"])
+
+
+def test_paper_encoding_reads_nothing_across_a_section_boundary():
+    """Changing section 1 changes its own word states and nobody else's:
+    neither section 0 (the backward LSTM does not carry 1 into 0) nor
+    section 2 (the forward LSTM does not carry 1 into 2)."""
+    model = small_model(section_encoding="paper")
     inputs = random_inputs()
-    changed = dict(inputs)
-    changed["tokens"] = inputs["tokens"].copy()
-    changed["tokens"][:, 0, 0] = np.where(inputs["tokens"][:, 0, 0] == 7, 8, 7)
-    base = to_numpy(model.encode(inputs)["word_states"])
-    moved = to_numpy(model.encode(changed)["word_states"])
+    base = word_states(model, inputs)
+    moved = word_states(model, changed_section(inputs, 0, 1))
+    assert not np.allclose(base[0, 1], moved[0, 1], atol=1e-6)
+    np.testing.assert_array_equal(moved[0, [0, 2]], base[0, [0, 2]])
+    np.testing.assert_array_equal(moved[1], base[1])
+
+
+def test_carry_encoding_carries_forward_only():
+    """The authors' code carries both directions from section j-1 into j:
+    changing section 0 changes sections 1 and 2, changing section 2 changes
+    neither 0 nor 1."""
+    model = small_model(section_encoding="carry")
+    inputs = random_inputs()
+    base = word_states(model, inputs)
+    moved = word_states(model, changed_section(inputs, 0, 0))
+    for section in (1, 2):
+        assert not np.allclose(base[0, section], moved[0, section], atol=1e-6)
+    moved = word_states(model, changed_section(inputs, 0, 2))
+    assert not np.allclose(base[0, 2], moved[0, 2], atol=1e-6)
+    np.testing.assert_allclose(moved[0, :2], base[0, :2], atol=1e-7)
+
+
+def test_concatenated_encoding_carries_both_ways():
+    model = small_model(section_encoding="concatenated")
+    inputs = random_inputs()
+    base = word_states(model, inputs)
     # Section 1's (and, through the backward LSTM, every) word state sees
     # section 0's first token; a per-section LSTM would leave them unchanged.
+    moved = word_states(model, changed_section(inputs, slice(None), 0))
     assert not np.allclose(base[:, 1], moved[:, 1], atol=1e-6)
-    changed["tokens"] = inputs["tokens"].copy()
-    changed["tokens"][0, 2, 4] = 7 if inputs["tokens"][0, 2, 4] != 7 else 8
-    moved = to_numpy(model.encode(changed)["word_states"])
+    moved = word_states(model, changed_section(inputs, 0, 2))
     assert not np.allclose(base[0, 0], moved[0, 0], atol=1e-6)  # backward carry
+
+
+def test_section_encoding_config_round_trip_and_default():
+    assert small_model().section_encoding == "paper"
+    for section_encoding in ENCODINGS:
+        config = small_model(section_encoding=section_encoding).get_config()
+        assert config["section_encoding"] == section_encoding
+        restored = DiscourseSummarizer.from_config(config)
+        assert restored.section_encoding == section_encoding
+        assert restored.get_config() == config
+    # A config saved before the option existed: the concatenated encoder.
+    del config["section_encoding"]
+    assert DiscourseSummarizer.from_config(config).section_encoding == "concatenated"
+
+
+def test_invalid_section_encoding_names_the_choices():
+    with pytest.raises(ValueError, match=r"'paper', 'carry', 'concatenated', received 'flat'"):
+        small_model(section_encoding="flat")
+
+
+def test_model_saved_before_section_encoding_reloads_as_concatenated(tmp_path):
+    """A `.keras` file whose config lacks `section_encoding` (as every model
+    saved before the option) reloads with the concatenated encoder and the
+    same outputs; `paper` (the constructor's default) would differ."""
+    import keras
+
+    model = small_model(section_encoding="concatenated")
+    inputs = random_inputs()
+    expected = to_numpy(model(inputs))
+    saved = str(tmp_path / "new.keras")
+    model.save(saved)
+    old = str(tmp_path / "old.keras")
+    with zipfile.ZipFile(saved) as source, zipfile.ZipFile(old, "w") as target:
+        for item in source.infolist():
+            data = source.read(item.filename)
+            if item.filename == "config.json":
+                config = json.loads(data)
+                del config["config"]["section_encoding"]
+                data = json.dumps(config).encode()
+            target.writestr(item, data)
+    restored = keras.models.load_model(old)
+    assert restored.section_encoding == "concatenated"
+    np.testing.assert_allclose(to_numpy(restored(inputs)), expected, atol=1e-6)
+    paper = small_model(section_encoding="paper")
+    paper(inputs)
+    paper.set_weights(restored.get_weights())
+    assert not np.allclose(word_states(paper, inputs), word_states(restored, inputs), atol=1e-4)
 
 
 def test_padding_sections_and_tokens_does_not_change_outputs():
@@ -281,6 +467,43 @@ def test_coverage_phase_callback():
     assert float(to_numpy(model.coverage_weight)) == 0.0
     callback.on_epoch_begin(8)
     assert float(to_numpy(model.coverage_weight)) == 1.0
+
+
+@pytest.mark.tensorflow_only  # the trainer's run folders
+def test_recipe_encodes_as_the_paper_and_old_runs_resume_only_as_concatenated(tmp_path):
+    """Both recipe configs encode each section alone. A run folder written
+    before `section_encoding` existed trained the concatenated encoder: its
+    stored config reads back as "concatenated", and resuming it with the
+    recipe's "paper" is refused (another configuration), not done with the
+    old weights in the new encoder."""
+    import dataclasses
+    import os
+
+    from keras_hsum import recipes
+    from keras_hsum.recipes import discourse as recipe
+    from keras_hsum.training.trainer import _check_or_write_config
+    from keras_hsum.training.trainer import resolved_config
+
+    config = recipes.config("discourse", "tiny")
+    assert config.section_encoding == "paper"
+    assert recipes.config("discourse", "paper").section_encoding == "paper"
+    assert recipe.build_model(config, 50).section_encoding == "paper"
+    defaults = {f.name: f.default for f in dataclasses.fields(config)}
+    old = json.loads(json.dumps(resolved_config("discourse", "tiny", config, "/data", "default")))
+    del old["config"]["section_encoding"]
+    assert recipe.Config(**old["config"]).section_encoding == "concatenated"  # as export reads it
+    path = os.path.join(str(tmp_path), "config.json")
+    for section_encoding, refused in (("paper", True), ("concatenated", False)):
+        with open(path, "w") as file:
+            json.dump(old, file)
+        resolved = resolved_config(
+            "discourse", "tiny", config.replace(section_encoding=section_encoding),
+            "/data", "default")
+        if refused:
+            with pytest.raises(ValueError, match=r"'config.section_encoding': \(None, 'paper'\)"):
+                _check_or_write_config(str(tmp_path), resolved, defaults=defaults)
+        else:
+            _check_or_write_config(str(tmp_path), resolved, defaults=defaults)
 
 
 @pytest.mark.slow  # 67 s under TensorFlow on CI's 2 cores: the slow set
