@@ -1,6 +1,6 @@
 """`keras-hsum export` and `keras-hsum summarize`.
 
-    keras-hsum export --run runs/pht --out saved_models/pht
+    keras-hsum export --run runs/pht [--out saved_models/pht]
         [--predictor-run runs/pht_predictor] [--version N]
         [--preset default|paper] [--beam-size K]
         [--max-length L] [--block-ngrams 3] [--serving-root /models]
@@ -12,7 +12,10 @@
 the recipe name and config, model.keras, vocabulary.model), builds the
 in-graph `TextStructurer` for the recipe's family and writes a text-in /
 text-out SavedModel to the next version folder of `--out`, then rewrites
-`models.config` next to `--out` (see docs/serving.md). `--preset paper`
+`models.config` next to `--out` (see docs/serving.md). Without `--out` the
+base path is `saved_models/<the run folder's name>` under the current
+directory (`DEFAULT_EXPORT_ROOT`), so `models.config` is
+`./saved_models/models.config`. `--preset paper`
 decodes as the recipe's paper does (the recipe's `DECODING["paper"]`;
 `decoding_settings`); decoding flags given on the command line override it.
 
@@ -38,6 +41,10 @@ from keras_hsum.argtypes import unwritable_output
 
 RUN_CONFIG = "config.json"
 RUN_VOCABULARY = "vocabulary.model"
+# Where `keras-hsum export` writes without --out, relative to the current
+# directory: the TF Serving model root (one base path per model and
+# models.config), the repository's top-level saved_models/.
+DEFAULT_EXPORT_ROOT = "saved_models"
 
 # The decoding settings a preset may set, with the values of `--preset
 # default` (today's behaviour for every recipe: beam 5, |y| normalisation,
@@ -416,8 +423,10 @@ def _export(args):
                    if value != defaults[key]]
         if changed and not args.sample:
             raise ValueError(f"{', '.join(changed)} set a sampling search: add --sample.")
+        out = args.out or os.path.join(
+            DEFAULT_EXPORT_ROOT, os.path.basename(os.path.abspath(args.run)))
         path = export_run(
-            args.run, args.out, predictor_run=args.predictor_run,
+            args.run, out, predictor_run=args.predictor_run,
             version=args.version, preset=args.preset, **decoding_flags(args),
             max_length=args.max_length, min_length=args.min_length,
             serving_root=None if args.serving_root == "" else args.serving_root,
@@ -430,7 +439,7 @@ def _export(args):
     except (ValueError, OSError) as error:
         print(f"keras-hsum export: error: {error}", file=sys.stderr)
         return 1
-    root = os.path.dirname(os.path.abspath(args.out))
+    root = os.path.dirname(os.path.abspath(out))
     print(f"Exported {args.run} to {path}; TF Serving config: "
           f"{os.path.join(root, 'models.config')}")
     return 0
@@ -605,8 +614,10 @@ def add_parsers(subparsers):
     )
     export.add_argument("--run", required=True, help="run folder of `keras-hsum train`")
     export.add_argument(
-        "--out", required=True,
-        help="model base path, e.g. saved_models/pht (versions are numbered folders)",
+        "--out", default=None,
+        help="model base path (versions are numbered folders; models.config "
+        f"is written next to it); default: ./{DEFAULT_EXPORT_ROOT}/<the run "
+        "folder's name>, under the current directory",
     )
     export.add_argument(
         "--predictor-run", default=None,

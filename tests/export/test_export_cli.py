@@ -72,9 +72,13 @@ def pht_run(tmp_path_factory, vocabulary):
 
 @pytest.fixture(scope="module")
 def exported(pht_run, tmp_path_factory):
-    out = tmp_path_factory.mktemp("export") / "saved_models" / "pht"
-    assert run_command("export", "--run", pht_run, "--out", out, "--beam-size", "2") == 0
-    return out
+    """The base path `keras-hsum export` without --out writes, run from an
+    empty directory: ./saved_models/pht (the run folder's name)."""
+    cwd = tmp_path_factory.mktemp("export")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(cwd)
+        assert run_command("export", "--run", pht_run, "--beam-size", "2") == 0
+    return cwd / "saved_models" / "pht"
 
 
 def test_export_writes_version_metadata_and_models_config(exported, pht_run):
@@ -118,6 +122,16 @@ def test_export_again_writes_the_next_version(exported, pht_run):
     assert error[1].startswith("request too large")
     assert "holds 1000025 bytes" in error[1] and "cap of 1000000 bytes" in error[1]
     assert outputs["summary"].numpy()[1] == b""
+
+
+def test_export_without_out_writes_under_saved_models_in_the_current_directory(exported):
+    """`exported` ran `keras-hsum export --run <runs>/pht` with no --out from
+    an empty directory: the model and models.config (TF Serving's model root)
+    are all it wrote there, under ./saved_models."""
+    cwd = exported.parent.parent
+    assert sorted(os.listdir(cwd)) == ["saved_models"]
+    assert sorted(os.listdir(cwd / "saved_models")) == ["models.config", "pht"]
+    assert os.path.isfile(exported / "1" / "saved_model.pb")
 
 
 def test_summarize_text_and_jsonl_with_explain(exported, tmp_path, capsys, real_examples):
