@@ -1,6 +1,6 @@
 """The target tables of docs/results.md and the README say what the stored reports say.
 
-`benchmarks/quality.py table` writes the table of the rows that decide the
+`benchmarks/quality.py table` (quality_record.tables) writes the table of the rows that decide the
 issue's target (each against TextRank, with paired bootstrap intervals)
 between two markers in docs/results.md, the same rows without their "how it
 came about" column between two markers in the README, and the table of every
@@ -24,6 +24,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 @pytest.fixture(scope="module")
 def quality():
+    """benchmarks/quality.py, the command line, with the modules of the
+    package it reads (quality_record: runs, tables, steps, ...) as attributes."""
     spec = importlib.util.spec_from_file_location(
         "quality_script", os.path.join(ROOT, "benchmarks", "quality.py"))
     module = importlib.util.module_from_spec(spec)
@@ -37,7 +39,8 @@ def _between(text, begin, end):
 
 
 def _report(quality, dataset, system):
-    with open(os.path.join(quality.RESULTS, dataset, f"{system}.json"), encoding="utf-8") as f:
+    path = os.path.join(quality.tables.layout.RESULTS, dataset, f"{system}.json")
+    with open(path, encoding="utf-8") as f:
         return json.load(f)
 
 
@@ -52,43 +55,45 @@ def _rows(table):
 
 
 def test_target_table_is_regenerated_from_the_stored_reports(quality):
-    in_doc = _between(_read("docs", "results.md"), quality.TARGETS_BEGIN, quality.TARGETS_END)
-    assert in_doc.strip() == quality.targets().strip()
+    tables = quality.tables
+    in_doc = _between(_read("docs", "results.md"), tables.TARGETS_BEGIN, tables.TARGETS_END)
+    assert in_doc.strip() == quality.tables.targets().strip()
     assert _read("benchmarks", "results", "quality_targets.md").strip() == in_doc.strip()
 
 
 def test_readme_shows_the_target_rows_of_the_results_document(quality):
     """The README's table: the same rows and figures, less the column that
     says how each row came about (the third)."""
-    in_readme = _rows(_between(_read("README.md"), quality.SUMMARY_BEGIN, quality.SUMMARY_END))
-    in_doc = _rows(_between(_read("docs", "results.md"), quality.TARGETS_BEGIN, quality.TARGETS_END))
+    tables = quality.tables
+    in_readme = _rows(_between(_read("README.md"), tables.SUMMARY_BEGIN, tables.SUMMARY_END))
+    in_doc = _rows(_between(_read("docs", "results.md"), tables.TARGETS_BEGIN, tables.TARGETS_END))
     assert in_doc[0][2] == "how it came about"
     assert in_readme == [row[:2] + row[3:] for row in in_doc]
-    assert len(in_readme) == 2 + sum(len(rows) for rows in quality.TARGET_ROWS.values())
+    assert len(in_readme) == 2 + sum(len(rows) for rows in quality.runs.TARGET_ROWS.values())
 
 
 def test_results_document_holds_the_stored_table_of_every_row(quality):
-    in_doc = _between(_read("docs", "results.md"), quality.BEGIN, quality.END)
+    in_doc = _between(_read("docs", "results.md"), quality.tables.BEGIN, quality.tables.END)
     assert in_doc.strip() == _read("benchmarks", "results", "quality.md").strip()
-    for dataset in quality.TARGET_ROWS:
+    for dataset in quality.runs.TARGET_ROWS:
         assert f"### {dataset} (" in in_doc
 
 
 def test_every_deciding_row_was_declared_and_scored(quality):
-    for dataset, rows in quality.TARGET_ROWS.items():
+    for dataset, rows in quality.runs.TARGET_ROWS.items():
         assert dataset in quality.DATASETS
         for name, why in rows:
-            assert name in quality.RUNS, name
-            assert quality.RUNS[name]["dataset"] == dataset, name
+            run = quality.runs.RUN_BY_NAME[name]
+            assert run.dataset == dataset, name
             assert why and "|" not in why
             assert _report(quality, dataset, name)["training"]
-            assert quality.RUNS[name]["recipe"] not in quality.EXTRACTIVE_RECIPES
+            assert run.recipe not in quality.tables.EXTRACTIVE_RECIPES
 
 
 def test_verdicts_and_differences_follow_the_per_example_scores(quality):
-    lines = [line for line in quality.targets().splitlines()
+    lines = [line for line in quality.tables.targets().splitlines()
              if line.startswith("| ") and "`" in line]
-    assert len(lines) == sum(len(rows) for rows in quality.TARGET_ROWS.values())
+    assert len(lines) == sum(len(rows) for rows in quality.runs.TARGET_ROWS.values())
     verdicts = {}
     for line in lines:
         cells = [cell.strip() for cell in line.strip("|").split("|")]
@@ -115,20 +120,17 @@ def test_verdicts_and_differences_follow_the_per_example_scores(quality):
 
 def test_count_line_counts_every_abstractive_row(quality):
     """Recounted from the reports' per-example scores, with each run's recipe
-    read from RUNS (following "base" to the run it exports)."""
+    read from the registry (quality_record.runs)."""
     expected = []
-    for dataset in quality.TARGET_ROWS:
+    for dataset in quality.runs.TARGET_ROWS:
         textrank = _report(quality, dataset, "textrank")
-        folder = os.path.join(quality.RESULTS, dataset)
+        folder = os.path.join(quality.tables.layout.RESULTS, dataset)
         above = total = 0
         for file in sorted(os.listdir(folder)):
             report = _report(quality, dataset, file[:-len(".json")])
             if "training" not in report:
                 continue
-            spec = quality.RUNS[report["system"]]
-            while "recipe" not in spec:
-                spec = quality.RUNS[spec["base"]]
-            if spec["recipe"] == "shte":
+            if quality.runs.RUN_BY_NAME[report["system"]].recipe == "shte":
                 continue
             total += 1
             above += all(
@@ -136,4 +138,49 @@ def test_count_line_counts_every_abstractive_row(quality):
                 > np.mean([e["scores"][m]["f1"] for e in textrank["examples"]])
                 for m in ("rouge1", "rouge2"))
         expected.append(f"{dataset} {above} of {total}")
-    assert "; ".join(expected) + "." in quality.targets()
+    assert "; ".join(expected) + "." in quality.tables.targets()
+
+
+def test_registry_states_what_each_stored_report_was_trained_and_decoded_with(quality):
+    """Each stored report's "training" entry, written when the row was
+    evaluated, is an independent record of its run: the registry must give
+    the same recipe label and, per trained run, the same config, budget,
+    hold-out and checkpoint monitor (where the report records them)."""
+    runs, steps = quality.runs, quality.steps
+    checked = 0
+    for dataset in quality.DATASETS:
+        folder = os.path.join(quality.tables.layout.RESULTS, dataset)
+        for file in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+            report = _report(quality, dataset, file[:-len(".json")])
+            if "training" not in report:
+                continue
+            name = report["system"]
+            assert runs.RUN_BY_NAME[name].dataset == dataset, name
+            assert steps.recipe_label(name) == report["training"]["recipe"], name
+            for trained, entry in report["training"]["runs"].items():
+                run = runs.RUN_BY_NAME[trained]
+                assert entry["config"] == "tiny + " + ", ".join(
+                    f"{key}={value}" for key, value in run.overrides.items()), (name, trained)
+                assert entry["budget_minutes"] == run.minutes, (name, trained)
+                if "validation_holdout" in entry:
+                    assert entry["validation_holdout"] == steps.holdout_of(run)[1], trained
+                if "checkpoint_monitor" in entry:
+                    assert entry["checkpoint_monitor"] == run.overrides.get(
+                        "checkpoint_monitor", "val_loss"), trained
+                checked += 1
+    assert checked > 90
+
+
+def test_registry_names_runs_once_and_every_reference_resolves(quality):
+    runs, choices = quality.runs, quality.choices
+    names = [run.name for run in runs.RUNS]
+    assert len(names) == len(set(names))
+    for run in runs.RUNS:
+        for other in (run.base, run.init_from, run.predictor):
+            assert other is None or other in runs.RUN_BY_NAME, (run.name, other)
+        assert run.chosen_by in (runs.EARLY, runs.DECLARED, runs.ROW_OF_RECORD, runs.CANDIDATE,
+                                 runs.EXTRA, runs.DIAGNOSIS, runs.STAGE), run.name
+    for groups in (choices.LENGTH_GROUPS, choices.RECENT_GROUPS, choices.BEAM_GROUPS,
+                   choices.ROW_GROUPS):
+        for group in groups.values():
+            assert set(group.runs) <= set(names), group
