@@ -11,7 +11,8 @@ import os
 import platform
 import re
 
-from . import layout
+from . import layout, runs
+from .choices import BEAM_GROUPS, LENGTH_GROUPS, RECENT_GROUPS, ROW_GROUPS
 from .datasets import BASELINES, DATASETS, PUBLISHED
 from .runs import RUN_BY_NAME, TARGET_ROWS
 
@@ -19,6 +20,8 @@ EXTRACTIVE_RECIPES = ("shte",)
 BEGIN, END = "<!-- quality table: begin -->", "<!-- quality table: end -->"
 TARGETS_BEGIN, TARGETS_END = "<!-- quality targets: begin -->", "<!-- quality targets: end -->"
 SUMMARY_BEGIN, SUMMARY_END = "<!-- quality summary: begin -->", "<!-- quality summary: end -->"
+RUNS_BEGIN, RUNS_END = "<!-- quality runs: begin -->", "<!-- quality runs: end -->"
+CHOICES_BEGIN, CHOICES_END = "<!-- quality choices: begin -->", "<!-- quality choices: end -->"
 TABLE = os.path.join(os.path.dirname(layout.RESULTS), "quality.md")
 TARGETS = os.path.join(os.path.dirname(layout.RESULTS), "quality_targets.md")
 
@@ -150,6 +153,8 @@ def table(measured=None):
     replace_between_markers(layout.RESULTS_DOC, targets_text, TARGETS_BEGIN, TARGETS_END)
     replace_between_markers(layout.README, target_summary(targets_text),
                             SUMMARY_BEGIN, SUMMARY_END)
+    replace_between_markers(layout.RESULTS_DOC, run_table(stored), RUNS_BEGIN, RUNS_END)
+    replace_between_markers(layout.RESULTS_DOC, choice_table(), CHOICES_BEGIN, CHOICES_END)
     print(text)
     print(targets_text)
     return summary
@@ -248,3 +253,87 @@ def replace_between_markers(path, text, begin=BEGIN, end=END):
     _, tail = rest.split(end, 1)
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(f"{head}{begin}\n{text}\n{end}{tail}")
+
+
+# Short names of `Run.chosen_by` for the table of runs.
+_HOW = {runs.EARLY: "early row", runs.DECLARED: "declared", runs.ROW_OF_RECORD: "row of record",
+        runs.CANDIDATE: "candidate", runs.EXTRA: "extra row", runs.DIAGNOSIS: "diagnosis",
+        runs.STAGE: "training stage"}
+
+
+def _stored_choice(kind, group):
+    path = os.path.join(layout.RESULTS, f"{kind}_choice_{group}.json")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def _how(run):
+    """The run's `chosen_by` in short, with the row choices it took part in
+    and what each stored choice picked."""
+    how = _HOW[run.chosen_by]
+    for group, choice in ROW_GROUPS.items():
+        if run.name in choice.runs:
+            stored = _stored_choice("row", group)
+            verdict = ("not run" if stored is None else
+                       "picked" if stored["choice"] == run.name else "not picked")
+            how += f"; `choose_row {group}`: {verdict}"
+    return how
+
+
+def run_table(stored=None):
+    """Every run of the registry: what it trains, its budget and checkpoint,
+    how it came about, and its stored validation scores (ROUGE-1 / ROUGE-2
+    F1 x100). `stored`: {dataset: `stored_reports(dataset)`} when already read."""
+    lines = [
+        "| run | recipe | trained on | budget | checkpoint | how it came about | stop "
+        "| ROUGE-1 / ROUGE-2 |",
+        "|---|---|---|---:|---|---|---:|---:|",
+    ]
+    for run in runs.RUNS:
+        reports = (stored or {}).get(run.dataset)
+        if reports is None:
+            reports = stored_reports(run.dataset) if run.dataset in DATASETS else {}
+        report = reports.get(run.name)
+        scores = ("not scored" if report is None else " / ".join(
+            f"{100 * report['aggregate'][m]['f1']['mean']:.2f}" for m in ("rouge1", "rouge2")))
+        checkpoint = run.checkpoint or RUN_BY_NAME[run.base or run.name].checkpoint or "last"
+        lines.append(
+            f"| `{run.name}` | {run.recipe} | "
+            + (f"runs/data/{run.data}" if run.data else run.dataset)
+            + (f" (from `{run.init_from}`)" if run.init_from else "")
+            + " | " + (f"export of `{run.base}`" if run.base else f"{run.minutes:g}")
+            + f" | {checkpoint} | {_how(run)} | {run.stop or ''} | {scores} |")
+    lines += ["", "How a run came about (`Run.chosen_by`): " + "; ".join(
+        f"**{short}**: {long}" for long, short in _HOW.items()) + ".", ""]
+    return "\n".join(lines)
+
+
+def _option(value, choice):
+    text = f"`{value.replace('epoch-', '')}`"  # an ensemble's "epoch-1+epoch-2": "1+2"
+    return f"**{text}**" if value == choice else text
+
+
+def choice_table():
+    """Every stored hold-out choice: the runs weighed, each option's pooled
+    mean of ROUGE-1 and ROUGE-2 F1 on held-out training examples, and the
+    option picked (bold)."""
+    lines = ["| choice | runs | options tried: pooled hold-out score (picked in bold) |",
+             "|---|---|---|"]
+    groups = [("length", LENGTH_GROUPS), ("recent", RECENT_GROUPS), ("beam", BEAM_GROUPS),
+              ("row", ROW_GROUPS)]
+    kept = [("epoch", run.name) for run in runs.RUNS if run.checkpoint == "chosen_epoch"
+            and run.base is None]
+    kept += [(run.checkpoint[len("chosen_"):], run.name) for run in runs.RUNS
+             if run.checkpoint in ("chosen_average", "chosen_ensemble")]
+    for kind, group in [(kind, group) for kind, table in groups for group in table] + kept:
+        stored = _stored_choice(kind, group)
+        if stored is None:
+            continue
+        options = ", ".join(
+            f"{_option(option, str(stored['choice']))} {score:.5f}"
+            for option, score in stored["scores"].items())
+        lines.append(f"| `choose_{kind} {group}` | "
+                     + ", ".join(f"`{name}`" for name in stored["runs"]) + f" | {options} |")
+    return "\n".join(lines) + "\n"

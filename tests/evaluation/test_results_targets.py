@@ -184,3 +184,15 @@ def test_registry_names_runs_once_and_every_reference_resolves(quality):
                    choices.ROW_GROUPS):
         for group in groups.values():
             assert set(group.runs) <= set(names), group
+
+
+def test_results_document_holds_the_generated_run_and_choice_tables(quality):
+    """The journal's tables of every run and every hold-out choice are the
+    registry's and the stored choices', regenerated."""
+    tables = quality.tables
+    doc = _read("docs", "results.md")
+    assert _between(doc, tables.RUNS_BEGIN, tables.RUNS_END).strip() == tables.run_table().strip()
+    assert (_between(doc, tables.CHOICES_BEGIN, tables.CHOICES_END).strip()
+            == tables.choice_table().strip())
+    for run in quality.runs.RUNS:
+        assert f"| `{run.name}` |" in doc, run.name
