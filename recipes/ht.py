@@ -1,8 +1,9 @@
 """HT: Liu & Lapata (2019)'s Hierarchical Transformer over ranked paragraphs.
 
 Paragraphs are re-chunked at sentence boundaries, ranked by tf-idf cosine
-to the query/title (the pipeline's "paragraphs" family; `recipes.ranker`
-trains the learned ranker that can replace it) and the top
+to the query/title (the pipeline's "paragraphs" family) or, with
+`rank="learned"`, by the trained `ParagraphRanker` of a `ranker` run
+(`ranker_run`; HT's first stage, §3), and the top
 `max_paragraphs` (training) / `max_test_paragraphs` (evaluation) of
 `paragraph_length` tokens are encoded. `graph_kind` adds the similarity or
 discourse graph (pipeline extra `paragraph_graph`) for the `graph_heads`.
@@ -15,6 +16,8 @@ from keras_hsum.data.pipeline import paragraph_graph
 from keras_hsum.models.hierarchical_transformer import HierarchicalTransformer
 from keras_hsum.recipes.base import RecipeConfig
 from keras_hsum.recipes.base import batches
+from keras_hsum.recipes.base import check_ranking
+from keras_hsum.recipes.base import ranking_options
 
 DEFAULT_DATASET = "qmsum_goldspan"
 
@@ -28,6 +31,13 @@ class Config(RecipeConfig):
         max_paragraphs: P when training (24 in HT).
         max_test_paragraphs: P when evaluating (40 in HT).
         paragraph_length: T, tokens per paragraph (100 in HT).
+        rank: paragraph ranking, "tfidf" (to the query/title), "order"
+            (reading order) or "learned" (the `ParagraphRanker` of
+            `ranker_run` scores the first P_c rows, its `max_paragraphs`;
+            `keras_hsum.data.learned_ranking`).
+        ranker_run: with rank="learned", the `ranker` run folder (recorded
+            as an absolute path; `keras-hsum train` gives the run its
+            vocabulary, export serves the same ranker).
         graph_kind: None, "similarity" or "discourse".
         graph_heads: global-attention heads that follow the graph.
         pointer_generator: add the copy mechanism (not in the paper; see
@@ -48,12 +58,15 @@ class Config(RecipeConfig):
     max_test_paragraphs: int = 40
     paragraph_length: int = 100
     max_target_length: int = 400
+    rank: str = "tfidf"
+    ranker_run: str | None = None
     graph_kind: str | None = None
     graph_heads: tuple = ()
     pointer_generator: bool = False
     token_shift: bool = False
 
     def __post_init__(self):
+        check_ranking(self)
         if self.graph_kind not in (None, "similarity", "discourse"):
             raise ValueError(
                 "`graph_kind` must be None, 'similarity' or 'discourse', "
@@ -140,6 +153,7 @@ def make_dataset(
         max_units=config.max_paragraphs if training else config.max_test_paragraphs,
         max_tokens=config.paragraph_length,
         max_target_length=config.max_target_length,
+        family_options=ranking_options(config),
         extras=extras,
         training=training,
         seed=seed,
@@ -152,13 +166,14 @@ def make_dataset(
 def structure_options(config):
     """How export structures raw text for this recipe (`TextStructurer` kwargs).
 
-    Mirrors `make_dataset` at evaluation time: the "paragraphs" family with
-    `TextStructurer`'s defaults (tf-idf ranking, re-chunking per source
-    paragraph), P = `max_test_paragraphs`, T = `paragraph_length`. The graph
+    Mirrors `make_dataset` at evaluation time: the "paragraphs" family
+    ranked as `rank` (and `ranker_run`) say, re-chunked per source
+    paragraph, P = `max_test_paragraphs`, T = `paragraph_length`. The graph
     extra (`graph_kind`) is not part of the structuring.
     """
     return dict(
         family="paragraphs",
         max_units=config.max_test_paragraphs,
         max_tokens=config.paragraph_length,
+        **ranking_options(config),
     )

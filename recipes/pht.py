@@ -15,6 +15,8 @@ from keras_hsum.models.parallel_hierarchical_transformer import (
 )
 from keras_hsum.recipes.base import RecipeConfig
 from keras_hsum.recipes.base import batches
+from keras_hsum.recipes.base import check_ranking
+from keras_hsum.recipes.base import ranking_options
 
 DEFAULT_DATASET = "qmsum_goldspan"
 
@@ -34,7 +36,10 @@ class Config(RecipeConfig):
         max_paragraph_tokens: T, tokens per paragraph (paper: 100).
         max_target_length: S, summary tokens incl. BOS/EOS (paper decodes
             up to 200).
-        rank: paragraph ranking, "tfidf" (to the query/title) or "order".
+        rank: paragraph ranking, "tfidf" (to the query/title), "order" or
+            "learned" (the `ParagraphRanker` of the `ranker` run
+            `ranker_run`; see `recipes.ht.Config`).
+        ranker_run: with rank="learned", the `ranker` run folder.
         pack: "paragraph" (re-chunk each source paragraph) or "section"
             (also pack consecutive short paragraphs, e.g. meeting turns).
         pointer_generator: add the copy mechanism (not in the paper; see
@@ -56,9 +61,13 @@ class Config(RecipeConfig):
     max_paragraph_tokens: int = 100
     max_target_length: int = 200
     rank: str = "tfidf"
+    ranker_run: str | None = None
     pack: str = "section"
     pointer_generator: bool = False
     token_shift: bool = False
+
+    def __post_init__(self):
+        check_ranking(self)
 
 
 CONFIGS = {
@@ -141,7 +150,7 @@ def paragraph_batches(
         max_units=config.max_paragraphs,
         max_tokens=config.max_paragraph_tokens,
         max_target_length=config.max_target_length,
-        family_options={"rank": config.rank, "pack": config.pack},
+        family_options={**ranking_options(config), "pack": config.pack},
         training=training,
         seed=seed,
         cache=cache,
@@ -168,12 +177,13 @@ def structure_options(config):
     """How export structures raw text for this recipe (`TextStructurer` kwargs).
 
     Mirrors `paragraph_batches`: the "paragraphs" family with the config's
-    `rank` and `pack`, P = `max_paragraphs`, T = `max_paragraph_tokens`.
+    `rank` (and `ranker_run`) and `pack`, P = `max_paragraphs`, T =
+    `max_paragraph_tokens`.
     """
     return dict(
         family="paragraphs",
         max_units=config.max_paragraphs,
         max_tokens=config.max_paragraph_tokens,
-        rank=config.rank,
+        **ranking_options(config),
         pack=config.pack,
     )

@@ -28,6 +28,7 @@ from keras_hsum.models.attention_predictor import AttentionPredictor
 from keras_hsum.models.attention_predictor import ParagraphAttentionMSE
 from keras_hsum.models.attention_predictor import attention_labels
 from keras_hsum.recipes.base import RecipeConfig
+from keras_hsum.recipes.base import check_ranking
 
 DEFAULT_DATASET = pht_recipe.DEFAULT_DATASET
 
@@ -50,7 +51,8 @@ class Config(RecipeConfig):
         num_heads, intermediate_dim, num_layers, dropout: the predictor's
             Transformer encoder (paper: 2 layers, dropout 0.5). Its width is
             the teacher's D; `num_heads` must divide it.
-        max_paragraphs, max_paragraph_tokens, max_target_length, rank, pack:
+        max_paragraphs, max_paragraph_tokens, max_target_length, rank,
+            ranker_run, pack:
             how paragraphs and summaries are cut; keep them equal to the
             teacher's recipe config (η is only meaningful for inputs shaped
             like the teacher's training data).
@@ -68,7 +70,11 @@ class Config(RecipeConfig):
     max_paragraph_tokens: int = 100
     max_target_length: int = 200
     rank: str = "tfidf"
+    ranker_run: str | None = None
     pack: str = "section"
+
+    def __post_init__(self):
+        check_ranking(self)
 
 
 _TINY_TEACHER = pht_recipe.CONFIGS["tiny"]

@@ -249,25 +249,30 @@ def training_source(source, train_references):
     return pairs
 
 
-def load_or_train_vocabulary(out, train_source, vocabulary_size, init_from=None):
+def load_or_train_vocabulary(out, train_source, vocabulary_size, init_from=None,
+                             ranker_run=None):
     """`out/vocabulary.model`, trained on the training split when missing.
 
     With `init_from` (a run folder to warm-start from), that run's
     vocabulary is copied instead: its weights only mean something with its
-    pieces. A run folder that already holds another vocabulary is refused.
+    pieces. Else with `ranker_run` (a config with rank="learned": the
+    ranker reads this run's token ids), the ranker run's vocabulary is
+    copied. A run folder that already holds another vocabulary is refused.
     """
     path = os.path.join(out, "vocabulary.model")
+    flag = "--init-from" if init_from is not None else "ranker_run"
+    init_from = init_from if init_from is not None else ranker_run
     if init_from is not None:
         source = os.path.join(init_from, "vocabulary.model")
         if not os.path.exists(source):
             raise ValueError(
-                f"--init-from {init_from!r} is not a run folder: it has no "
+                f"{flag} {init_from!r} is not a run folder: it has no "
                 "vocabulary.model (expected a folder written by keras-hsum train)."
             )
         if os.path.exists(path):
             if not filecmp.cmp(source, path, shallow=False):
                 raise ValueError(
-                    f"{out!r} holds another vocabulary than --init-from "
+                    f"{out!r} holds another vocabulary than {flag} "
                     f"{init_from!r}; choose a new --out."
                 )
         else:
@@ -750,7 +755,8 @@ def train(
             data, config.dataset, holdout=config.validation_holdout
         )
         vocabulary = load_or_train_vocabulary(
-            out, train_source, config.vocabulary_size, init_from=init_from
+            out, train_source, config.vocabulary_size, init_from=init_from,
+            ranker_run=getattr(config, "ranker_run", None),
         )
         train_source = training_source(train_source, config.train_references)
         _check_trainable(train_source)

@@ -145,3 +145,32 @@ def test_refusals_say_what_was_expected(tmp_path, vocabulary, foreign_vocabulary
     with pytest.raises(ValueError, match="must be a 'ranker' run"):
         TextStructurer(vocabulary.proto, "paragraphs", 4, 16, rank="learned",
                        ranker_run=str(tmp_path))
+
+
+@pytest.mark.parametrize("recipe_name", ["ht", "pht"])
+def test_recipes_train_and_export_with_the_ranker_they_record(
+    recipe_name, vocabulary, ranker_run, monkeypatch
+):
+    """`--set rank=learned --set ranker_run=RUN`: make_dataset and export's
+    structure_options both pass the (absolute) ranker run."""
+    from keras_hsum import recipes
+
+    run, _ = ranker_run
+    module = recipes.get(recipe_name)
+    config = recipes.config(recipe_name, "tiny").replace(rank="learned", ranker_run=run)
+    captured = {}
+
+    class Captured(Exception):
+        pass
+
+    def fake_make_dataset(source, vocabulary, family, **kwargs):
+        captured.update(kwargs["family_options"])
+        raise Captured
+
+    monkeypatch.setattr(recipes.base, "make_dataset", fake_make_dataset)
+    with pytest.raises(Captured):
+        module.make_dataset(config, [], vocabulary, training=True)
+    assert captured["rank"] == "learned" and captured["ranker_run"] == run
+    options = module.structure_options(config)
+    assert (options["rank"], options["ranker_run"]) == ("learned", run)
+    TextStructurer(vocabulary.proto, **options)  # loads the ranker
