@@ -17,6 +17,7 @@ from keras_hsum.decoding.beam_search import sample_search
 from keras_hsum.decoding.mbr import mbr_rerank
 from keras_hsum.decoding.sampling import Sampling
 from keras_hsum.decoding.terms import AttentionAlignment
+from keras_hsum.decoding.terms import ExtractiveAlignment
 from keras_hsum.decoding.terms import LengthNormalization
 from keras_hsum.decoding.terms import NgramBlocking
 from keras_hsum.decoding.terms import RecentTokenBlocking
@@ -43,6 +44,10 @@ class SearchOptions:
         alignment_beta: β of PHT's `AttentionAlignment`, used when the
             inputs carry `predicted_attention` η̂ [B,P] (an exported
             `AttentionPredictor`); 0 turns it off.
+        extractive_beta: β of `ExtractiveAlignment` (PHT §6's extProb),
+            used when the inputs carry the learned ranker's scores
+            `rank_score` [B,P] (a structurer with rank="learned"): η̂ is
+            those scores normalised over the real paragraphs. 0: off.
         mbr: return the finished hypothesis of highest expected ROUGE-1/2
             against the other K - 1 (`keras_hsum.decoding.mbr_rerank`)
             instead of the one of highest score.
@@ -62,6 +67,7 @@ class SearchOptions:
     recent_exceptions: tuple = ()
     blocked_ids: tuple = ()
     alignment_beta: float = 0.8
+    extractive_beta: float = 0.0
     mbr: bool = False
     sampling: object = None
 
@@ -103,6 +109,15 @@ class SearchOptions:
                 AttentionAlignment(
                     inputs["predicted_attention"],
                     beta=self.alignment_beta,
+                    paragraph_mask=None if mask is None else ops.cast(mask, "bool"),
+                )
+            )
+        if self.extractive_beta and inputs.get("rank_score") is not None:
+            mask = inputs.get("paragraph_mask")
+            terms.append(
+                ExtractiveAlignment(
+                    inputs["rank_score"],
+                    beta=self.extractive_beta,
                     paragraph_mask=None if mask is None else ops.cast(mask, "bool"),
                 )
             )

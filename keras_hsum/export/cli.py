@@ -1,7 +1,8 @@
 """`keras-hsum export` and `keras-hsum summarize`.
 
     keras-hsum export --run runs/pht [--out saved_models/pht]
-        [--predictor-run runs/pht_predictor] [--version N]
+        [--predictor-run runs/pht_predictor] [--ranker-run runs/ranker]
+        [--extractive-alignment BETA] [--version N]
         [--preset default|paper] [--beam-size K]
         [--max-length L] [--block-ngrams 3] [--serving-root /models]
         [--max-request-bytes N]
@@ -264,7 +265,51 @@ def build_module(model, structurer, *, search=None, predictor=None, k=3,
     )
 
 
-def export_run(run, out, *, predictor_run=None, version=None, preset="default",
+def ranked_config(name, config, ranker_run=None, extractive_beta=0.0,
+                  predictor_run=None):
+    """The run's config with `--ranker-run` applied; checks the learned-
+    ranking flags.
+
+    A run trained with rank="learned" records its `ranker_run`; export
+    serves that ranker, or the one `ranker_run` names (e.g. the folder was
+    moved). A run trained on another ranking is refused: its model never
+    saw the learned ranker's paragraphs.
+
+    Raises:
+        ValueError: `ranker_run` or `extractive_beta` for a run that was not
+            trained with rank="learned", or `extractive_beta` together with
+            a predictor.
+    """
+    learned = getattr(config, "rank", None) == "learned"
+    if ranker_run is not None:
+        if not learned:
+            raise ValueError(
+                f"--ranker-run serves the learned ranker's top paragraphs, but this "
+                f"{name!r} run trained on "
+                + (f"rank={config.rank!r} paragraphs" if hasattr(config, "rank")
+                   else "no paragraph ranking (only ht and pht rank paragraphs)")
+                + ", so its model never saw them. Train it with --set rank=learned "
+                "--set ranker_run=RANKER_RUN, or leave --ranker-run out."
+            )
+        config = config.replace(ranker_run=os.fspath(ranker_run))
+    if extractive_beta:
+        if not learned:
+            raise ValueError(
+                f"--extractive-alignment aligns the summary's attention with the "
+                f"learned ranker's scores, and this {name!r} run was not trained "
+                "with rank='learned' (it has no ranker scores). Leave it out, or "
+                "export a run trained with --set rank=learned."
+            )
+        if predictor_run is not None:
+            raise ValueError(
+                "--extractive-alignment takes η̂ from the ranker's scores and "
+                "--predictor-run from the attention predictor: give one of them."
+            )
+    return config
+
+
+def export_run(run, out, *, predictor_run=None, ranker_run=None, extractive_beta=0.0,
+               version=None, preset="default",
                beam_size=PRESET, max_length=None, min_length=0, length_alpha=PRESET,
                block_ngrams=PRESET, block_recent=PRESET, recent_exceptions=PRESET,
                alignment_beta=PRESET, serving_root="/models",
@@ -277,6 +322,12 @@ def export_run(run, out, *, predictor_run=None, version=None, preset="default",
         out: the model base path, e.g. `saved_models/pht`.
         predictor_run: optional `pht_predictor` run folder (PHT only): its
             η̂ is returned as `predicted_attention` and aligns the search.
+        ranker_run: for a run trained with rank="learned", the `ranker`
+            run to serve instead of the one its config.json records (the
+            same ranker, moved); refused for other runs.
+        extractive_beta: β of `ExtractiveAlignment` (PHT §6's extProb:
+            attention alignment to the learned ranker's normalised
+            scores); needs a run trained with rank="learned"; 0: off.
         version: the version number (default: the next one).
         preset: "default" or "paper": where the decoding settings left at
             `PRESET` come from (`decoding_settings`: `DECODING_DEFAULTS`,
@@ -337,6 +388,7 @@ def export_run(run, out, *, predictor_run=None, version=None, preset="default",
     decoding, notes = decoding_settings(
         name, recipe, preset, predictor=predictor_run is not None, **given
     )
+    config = ranked_config(name, config, ranker_run, extractive_beta, predictor_run)
     structurer, options = build_structurer(recipe, name, config, vocabulary)
     predictor = None
     if predictor_run is not None:
@@ -366,7 +418,7 @@ def export_run(run, out, *, predictor_run=None, version=None, preset="default",
         raise ValueError(f"{flag}: {error}") from None
     search = SearchOptions(
         max_length=max_length, min_length=min_length, **decoding,
-        recent_exceptions=exception_ids,
+        recent_exceptions=exception_ids, extractive_beta=float(extractive_beta or 0.0),
         blocked_ids=(vocabulary.unk_id,) if block_unknown else (),
         mbr=mbr, sampling=sampling,
     )
@@ -384,6 +436,7 @@ def export_run(run, out, *, predictor_run=None, version=None, preset="default",
         "run": os.path.abspath(run),
         "checkpoint": checkpoint,
         "predictor_run": os.path.abspath(predictor_run) if predictor_run else None,
+        "ranker_run": getattr(config, "ranker_run", None),
         "structure_options": options,
         "decoding_preset": preset,
         "search": None if isinstance(model, SHTE) else search.to_dict(),
@@ -427,6 +480,7 @@ def _export(args):
             DEFAULT_EXPORT_ROOT, os.path.basename(os.path.abspath(args.run)))
         path = export_run(
             args.run, out, predictor_run=args.predictor_run,
+            ranker_run=args.ranker_run, extractive_beta=args.extractive_alignment,
             version=args.version, preset=args.preset, **decoding_flags(args),
             max_length=args.max_length, min_length=args.min_length,
             serving_root=None if args.serving_root == "" else args.serving_root,
@@ -622,6 +676,17 @@ def add_parsers(subparsers):
     export.add_argument(
         "--predictor-run", default=None,
         help="PHT only: a pht_predictor run; adds η̂ and attention alignment",
+    )
+    export.add_argument(
+        "--ranker-run", default=None,
+        help="HT/PHT trained with rank=learned: the ranker run to serve (default: "
+        "the one the run's config.json records)",
+    )
+    export.add_argument(
+        "--extractive-alignment", type=float, default=0.0, metavar="BETA",
+        help="HT/PHT trained with rank=learned: align the summary's paragraph "
+        "attention with the learned ranker's normalised scores with this β "
+        "(PHT §6's extProb; 0: off)",
     )
     export.add_argument("--version", type=int, default=None, help="default: next number")
     export.add_argument(

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from keras_hsum.decoding import AttentionAlignment
+from keras_hsum.decoding import ExtractiveAlignment
 from keras_hsum.decoding import LengthNormalization
 from keras_hsum.decoding import NgramBlocking
 from keras_hsum.decoding import RecentTokenBlocking
@@ -84,6 +85,27 @@ def test_attention_alignment_reads_the_predicted_attention_and_paragraph_mask():
     mask = inputs["paragraph_mask"]
     expected = beam_search(model, with_eta, beam_size=2, max_length=5, terms=[
         LengthNormalization(None), AttentionAlignment(eta_hat, beta=0.5, paragraph_mask=mask)])
+    assert_same(result, expected)
+
+
+def test_extractive_alignment_reads_the_ranker_scores_and_paragraph_mask():
+    """η̂ = the learned ranker's `rank_score` normalised over the real
+    paragraphs (numpy), as `keras-hsum export --extractive-alignment` serves."""
+    inputs = paragraph_inputs()
+    model = built(pht_model(), inputs)
+    scores = np.random.default_rng(1).random((2, 4)).astype("float32")
+    ranked = dict(inputs, rank_score=scores)
+    assert not any(isinstance(t, ExtractiveAlignment) for t in SearchOptions().terms(ranked))
+    (term,) = [t for t in SearchOptions(extractive_beta=0.5).terms(ranked)
+               if isinstance(t, ExtractiveAlignment)]
+    mask = numpy(inputs["paragraph_mask"]).astype(bool)
+    kept = np.where(mask, scores, 0.0)
+    eta_hat = kept / kept.sum(axis=-1, keepdims=True)
+    np.testing.assert_allclose(numpy(term.eta_hat), eta_hat, rtol=1e-6)
+    result = SearchOptions(beam_size=2, max_length=5, extractive_beta=0.5)(model, ranked)
+    expected = beam_search(model, ranked, beam_size=2, max_length=5, terms=[
+        LengthNormalization(None),
+        AttentionAlignment(eta_hat, beta=0.5, paragraph_mask=inputs["paragraph_mask"])])
     assert_same(result, expected)
 
 
