@@ -22,6 +22,9 @@ TARGETS_BEGIN, TARGETS_END = "<!-- quality targets: begin -->", "<!-- quality ta
 SUMMARY_BEGIN, SUMMARY_END = "<!-- quality summary: begin -->", "<!-- quality summary: end -->"
 RUNS_BEGIN, RUNS_END = "<!-- quality runs: begin -->", "<!-- quality runs: end -->"
 CHOICES_BEGIN, CHOICES_END = "<!-- quality choices: begin -->", "<!-- quality choices: end -->"
+# A stored row's ROUGE-1 / ROUGE-2 quoted in prose: "<!--score DATASET/SYSTEM-->R1 / R2<!--/score-->".
+QUOTED_SCORE = re.compile(r"<!--score (?P<dataset>\w+)/(?P<system>[\w.-]+)-->"
+                          r"\d+\.\d\d /(?P<space>\s+)\d+\.\d\d<!--/score-->")
 TABLE = os.path.join(os.path.dirname(layout.RESULTS), "quality.md")
 TARGETS = os.path.join(os.path.dirname(layout.RESULTS), "quality_targets.md")
 
@@ -155,6 +158,10 @@ def table(measured=None):
                             SUMMARY_BEGIN, SUMMARY_END)
     replace_between_markers(layout.RESULTS_DOC, run_table(stored), RUNS_BEGIN, RUNS_END)
     replace_between_markers(layout.RESULTS_DOC, choice_table(), CHOICES_BEGIN, CHOICES_END)
+    with open(layout.RESULTS_DOC, encoding="utf-8") as handle:
+        doc = handle.read()
+    with open(layout.RESULTS_DOC, "w", encoding="utf-8") as handle:
+        handle.write(quote_scores(doc, stored))
     print(text)
     print(targets_text)
     return summary
@@ -337,3 +344,25 @@ def choice_table():
         lines.append(f"| `choose_{kind} {group}` | "
                      + ", ".join(f"`{name}`" for name in stored["runs"]) + f" | {options} |")
     return "\n".join(lines) + "\n"
+
+
+def quote_scores(text, stored=None):
+    """`text` with every QUOTED_SCORE span holding its stored report's mean
+    ROUGE-1 / ROUGE-2 F1 x100 (the whitespace after the slash kept).
+    `stored`: {dataset: `stored_reports(dataset)`} when already read."""
+    stored = stored or {}
+
+    def quoted(match):
+        dataset, system = match["dataset"], match["system"]
+        if dataset not in stored:
+            stored[dataset] = stored_reports(dataset)
+        if system not in stored[dataset]:
+            raise ValueError(f"docs/results.md quotes {dataset}/{system}, which has no stored "
+                             f"report in {layout.RESULTS}; expected one of "
+                             f"{sorted(stored[dataset])}. Fix the quote's name.")
+        means = [100 * stored[dataset][system]["aggregate"][m]["f1"]["mean"]
+                 for m in ("rouge1", "rouge2")]
+        return (f"<!--score {dataset}/{system}-->{means[0]:.2f} /{match['space']}"
+                f"{means[1]:.2f}<!--/score-->")
+
+    return QUOTED_SCORE.sub(quoted, text)

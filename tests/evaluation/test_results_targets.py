@@ -196,3 +196,18 @@ def test_results_document_holds_the_generated_run_and_choice_tables(quality):
             == tables.choice_table().strip())
     for run in quality.runs.RUNS:
         assert f"| `{run.name}` |" in doc, run.name
+
+
+def test_scores_quoted_in_the_results_document_are_the_stored_ones(quality):
+    """Prose that quotes a stored row's ROUGE-1 / ROUGE-2 marks it
+    (<!--score DATASET/SYSTEM-->...<!--/score-->); each such figure is the
+    report's mean F1, recomputed here from its per-example scores."""
+    doc = _read("docs", "results.md")
+    quotes = list(quality.tables.QUOTED_SCORE.finditer(doc))
+    assert len(quotes) > 100
+    for match in quotes:
+        report = _report(quality, match["dataset"], match["system"])
+        figures = re.findall(r"\d+\.\d\d", match.group(0).split("-->", 1)[1])
+        for metric, figure in zip(("rouge1", "rouge2"), figures):
+            scores = [e["scores"][metric]["f1"] for e in report["examples"]]
+            assert float(figure) == pytest.approx(100 * np.mean(scores), abs=0.006), match.group(0)
