@@ -14,13 +14,13 @@ import dataclasses
 from typing import Any, Mapping, Optional, Tuple
 
 # How a run came about (`Run.chosen_by`).
-EARLY = ("an early row: specified as the record went, after earlier rows were scored; "
-         "not declared before training")
+EARLY = ("specified as the record went, after earlier rows were scored; not declared before "
+         "training")
 DECLARED = "declared before training; scored as declared, chooses nothing among rows"
 ROW_OF_RECORD = ("declared before training as its protocol's row of record, its checkpoint "
                  "picked on held-out training examples")
 CANDIDATE = ("declared before training, with the rule that picks the row of record on "
-             "held-out training examples (`choose_row`, see ROW_GROUPS)")
+             "held-out training examples (`choose_row`, see choices.ROW_GROUPS)")
 EXTRA = "declared before training as an extra row beside the row of record; decides nothing"
 DIAGNOSIS = "declared before training as a diagnosis; decides nothing"
 STAGE = "not a row: a training stage that later runs start from (or decode with)"

@@ -312,8 +312,8 @@ def run_table(stored=None):
             + (f" (from `{run.init_from}`)" if run.init_from else "")
             + " | " + (f"export of `{run.base}`" if run.base else f"{run.minutes:g}")
             + f" | {checkpoint} | {_how(run)} | {run.stop or ''} | {scores} |")
-    lines += ["", "How a run came about (`Run.chosen_by`): " + "; ".join(
-        f"**{short}**: {long}" for long, short in _HOW.items()) + ".", ""]
+    lines += ["", "How a run came about (`Run.chosen_by`):", ""]
+    lines += [f"- **{short}**: {long}." for long, short in _HOW.items()]
     return "\n".join(lines)
 
 
