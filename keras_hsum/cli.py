@@ -28,6 +28,8 @@ import sys
 from keras_hsum.argtypes import non_negative_int
 from keras_hsum.argtypes import positive_float
 from keras_hsum.argtypes import positive_int
+from keras_hsum.features import PARAGRAPH_MASK
+from keras_hsum.features import TOKENS
 
 
 def _quiet_tensorflow():
@@ -76,8 +78,8 @@ def _structure(args):
         )
         for features in examples:
             rows.append(
-                len(features["tokens"]) if args.family == "flat"
-                else int(features["paragraph_mask"].sum())
+                len(features[TOKENS]) if args.family == "flat"
+                else int(features[PARAGRAPH_MASK].sum())
             )
             if args.limit and len(rows) >= args.limit:
                 break

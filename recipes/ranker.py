@@ -13,6 +13,8 @@ import keras
 import tensorflow as tf
 
 from keras_hsum.data.pipeline import ranker_targets
+from keras_hsum.features import PARAGRAPH_MASK
+from keras_hsum.features import RANKER_TARGETS
 from keras_hsum.models.paragraph_ranker import ParagraphBinaryCrossEntropy
 from keras_hsum.models.paragraph_ranker import ParagraphRanker
 from keras_hsum.recipes.base import RecipeConfig
@@ -100,8 +102,8 @@ def make_dataset(
 
     def split(features):
         features = dict(features)
-        labels = features.pop("ranker_targets")
-        weights = tf.cast(features["paragraph_mask"], tf.float32)
+        labels = features.pop(RANKER_TARGETS)
+        weights = tf.cast(features[PARAGRAPH_MASK], tf.float32)
         return features, labels, weights
 
     return dataset.map(split, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)

@@ -30,6 +30,8 @@ import numpy as np
 from keras_hsum.data import training_pairs
 from keras_hsum.data.pipeline import declare_features
 from keras_hsum.data.pipeline import seal_labels
+from keras_hsum.features import PROXY_LABELS
+from keras_hsum.features import SEGMENT_LABELS
 from keras_hsum.models.seal import SEAL
 from keras_hsum.recipes.base import RecipeConfig
 from keras_hsum.recipes.base import batches
@@ -159,10 +161,10 @@ def fixed_segment_labels(segment_length, vocabulary, segments):
     )
     def seal_segment_labels(example, structured):
         out = base(example, structured)
-        labels = np.asarray(out["segment_labels"], np.float32)[:segments]
+        labels = np.asarray(out[SEGMENT_LABELS], np.float32)[:segments]
         fixed = np.zeros((segments, labels.shape[1]), np.float32)
         fixed[: labels.shape[0]] = labels
-        return {"proxy_labels": out["proxy_labels"], "segment_labels": fixed}
+        return {PROXY_LABELS: out[PROXY_LABELS], SEGMENT_LABELS: fixed}
 
     return seal_segment_labels
 

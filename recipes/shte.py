@@ -27,6 +27,12 @@ from keras_hsum.data.labels import shte_pairs
 from keras_hsum.data.pipeline import declare_features
 from keras_hsum.data.sentences import split_sentences
 from keras_hsum.data.structurer import TextStructurer
+from keras_hsum.features import PARAGRAPH_MASK
+from keras_hsum.features import SUMMARY_PARAGRAPH_MASK
+from keras_hsum.features import SUMMARY_TOKENS
+from keras_hsum.features import SUMMARY_TOKEN_MASK
+from keras_hsum.features import TOKENS
+from keras_hsum.features import TOKEN_MASK
 from keras_hsum.models.shte import SHTE
 from keras_hsum.recipes.base import RecipeConfig
 from keras_hsum.recipes.base import batches
@@ -34,12 +40,12 @@ from keras_hsum.recipes.base import batches
 DEFAULT_DATASET = "scitldr_a"
 
 _INPUT_KEYS = (
-    "tokens",
-    "token_mask",
-    "paragraph_mask",
-    "summary_tokens",
-    "summary_token_mask",
-    "summary_paragraph_mask",
+    TOKENS,
+    TOKEN_MASK,
+    PARAGRAPH_MASK,
+    SUMMARY_TOKENS,
+    SUMMARY_TOKEN_MASK,
+    SUMMARY_PARAGRAPH_MASK,
 )
 
 
@@ -247,9 +253,9 @@ def summary_features(config, vocabulary):
         text = reader_lib.render_documents(_summary_example(example, example.summary))
         built = structurer(tf.constant([text]))
         return {
-            "summary_tokens": built["tokens"][0].numpy(),
-            "summary_token_mask": built["token_mask"][0].numpy(),
-            "summary_paragraph_mask": built["paragraph_mask"][0].numpy(),
+            SUMMARY_TOKENS: built[TOKENS][0].numpy(),
+            SUMMARY_TOKEN_MASK: built[TOKEN_MASK][0].numpy(),
+            SUMMARY_PARAGRAPH_MASK: built[PARAGRAPH_MASK][0].numpy(),
             "label": np.asarray(pair_label(example), np.int32),
         }
 

@@ -27,6 +27,7 @@ import dataclasses
 import numpy as np
 
 from keras_hsum.data.structurer import FAMILY_OPTIONS
+from keras_hsum.features import EXAMPLE_ID
 from keras_hsum.features import FAMILIES
 from keras_hsum.features import Feature
 from keras_hsum.features import axis_sizes
@@ -166,5 +167,5 @@ class ExampleFeatures:
             report=report,
             include_ids=True,
         ):
-            example_id = str(values.pop("example_id"))
+            example_id = str(values.pop(EXAMPLE_ID))
             yield example_id, {name: values[name] for name in self.specs}

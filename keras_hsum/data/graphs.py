@@ -65,6 +65,8 @@ import numpy as np
 from keras_hsum.data.ranking import tfidf_similarity_matrix
 from keras_hsum.data.ranking import words
 from keras_hsum.data.sentences import split_sentences
+from keras_hsum.features import DOCUMENT_IDS
+from keras_hsum.features import PARAGRAPH_INDEX
 
 # Explicit discourse markers that open a paragraph. The readable part of HT's
 # appendix list (comparatively, furthermore, at the same time, immediately,
@@ -226,8 +228,8 @@ def _check_rows(texts, document_ids, paragraph_index):
     document_ids = np.asarray(document_ids)
     paragraph_index = np.asarray(paragraph_index)
     for name, value in (
-        ("document_ids", document_ids),
-        ("paragraph_index", paragraph_index),
+        (DOCUMENT_IDS, document_ids),
+        (PARAGRAPH_INDEX, paragraph_index),
     ):
         if value.shape != (size,):
             raise ValueError(
@@ -336,10 +338,10 @@ def graph_for(structured, kind="similarity", **kwargs):
         features = structured.features
         size = len(texts)
         document_ids = features.get(
-            "document_ids", np.zeros((size,), dtype=np.int32)
+            DOCUMENT_IDS, np.zeros((size,), dtype=np.int32)
         )
         paragraph_index = features.get(
-            "paragraph_index", np.arange(size, dtype=np.int32)
+            PARAGRAPH_INDEX, np.arange(size, dtype=np.int32)
         )
         return discourse_graph(texts, document_ids, paragraph_index, **kwargs)
     raise ValueError(

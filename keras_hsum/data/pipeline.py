@@ -62,7 +62,6 @@ Python error raised by the generator reaches the caller as a
 """
 
 import dataclasses
-import inspect
 import os
 
 import numpy as np
@@ -74,8 +73,22 @@ from keras_hsum.data import structure
 from keras_hsum.data.ranking import rouge2_recall_targets
 
 from keras_hsum.features import AXES
+from keras_hsum.features import CONTEXT_TOKENS
+from keras_hsum.features import DOCUMENT_IDS
+from keras_hsum.features import EXAMPLE_ID
 from keras_hsum.features import FAMILIES
 from keras_hsum.features import Feature
+from keras_hsum.features import GRAPH
+from keras_hsum.features import ORACLE_LABELS
+from keras_hsum.features import PARAGRAPH_INDEX
+from keras_hsum.features import PARAGRAPH_MASK
+from keras_hsum.features import PROXY_LABELS
+from keras_hsum.features import RANKER_TARGETS
+from keras_hsum.features import RANK_SCORE
+from keras_hsum.features import SEGMENT_LABELS
+from keras_hsum.features import TARGET
+from keras_hsum.features import TOKENS
+from keras_hsum.features import TOKEN_MASK
 from keras_hsum.features import axis_sizes
 from keras_hsum.features import family_features
 from keras_hsum.features import padded_shape
@@ -241,7 +254,7 @@ def ranker_targets(example, structured):
         has no summary.
     """
     return {
-        "ranker_targets": rouge2_recall_targets(
+        RANKER_TARGETS: rouge2_recall_targets(
             structured.texts, example.summary or ""
         )
     }
@@ -271,7 +284,7 @@ def paragraph_graph(kind="similarity", **graph_options):
 
     @declare_features(graph=("float32", ("P", "P")))
     def graph(example, structured):
-        return {"graph": graphs.graph_for(structured, kind, **graph_options)}
+        return {GRAPH: graphs.graph_for(structured, kind, **graph_options)}
 
     graph.__name__ = f"{kind}_graph"
     return graph
@@ -300,18 +313,18 @@ def seal_labels(segment_length=None, vocabulary=None):
     """
     from keras_hsum.data import labels
 
-    specs = {"proxy_labels": ("float32", ("P",))}
+    specs = {PROXY_LABELS: ("float32", ("P",))}
     if segment_length is not None:
-        specs["segment_labels"] = ("float32", (None, "P"))
+        specs[SEGMENT_LABELS] = ("float32", (None, "P"))
 
     @declare_features(**specs)
     def proxy_labels(example, structured):
         result = labels.seal_proxy_labels(
             structured.texts, example.summary, segment_length, vocabulary
         )
-        out = {"proxy_labels": result.summary_labels}
+        out = {PROXY_LABELS: result.summary_labels}
         if segment_length is not None:
-            out["segment_labels"] = result.segment_labels
+            out[SEGMENT_LABELS] = result.segment_labels
         return out
 
     return proxy_labels
@@ -329,7 +342,7 @@ def oracle_labels(example, structured):
 
     references = list(example.references) or [example.summary]
     chosen = labels.greedy_oracle(structured.texts, references)
-    return {"oracle_labels": labels.oracle_labels(len(structured.texts), chosen)}
+    return {ORACLE_LABELS: labels.oracle_labels(len(structured.texts), chosen)}
 
 
 def _check_arguments(
@@ -412,7 +425,7 @@ _RAW_SIGNATURE = {
     "query": tf.TensorSpec([], tf.string),
     "summary": tf.TensorSpec([], tf.string),
     "references": tf.TensorSpec([None], tf.string),
-    "example_id": tf.TensorSpec([], tf.string),
+    EXAMPLE_ID: tf.TensorSpec([], tf.string),
     "dataset": tf.TensorSpec([], tf.string),
 }
 # The structurer's per-example truncation counts (`statistics=True`).
@@ -470,7 +483,7 @@ def _raw_strings(source, report, needs_summary, skip_invalid, strict, unicode_er
             "query": example.query or "",
             "summary": example.summary or "",
             "references": np.asarray(list(example.references), dtype=object).reshape(-1),
-            "example_id": example.id,
+            EXAMPLE_ID: example.id,
             "dataset": example.dataset or "",
         }
 
@@ -510,7 +523,7 @@ def _structured_from_tensors(values, family):
     if family == "flat":
         texts = [t for t in texts if t]
     example = reader_lib.Example(
-        id=text(values["example_id"]),
+        id=text(values[EXAMPLE_ID]),
         dataset=text(values["dataset"]) or None,
         title=text(values["title"]) or None,
         query=text(values["query"]) or None,
@@ -551,21 +564,21 @@ def _trim(features, family, pad_id):
     the example's own sizes; batching pads them again."""
     features = dict(features)
     if family == "flat":
-        length = tf.reduce_sum(tf.cast(features["token_mask"], tf.int32))
-        features["tokens"] = features["tokens"][:length]
-        features["token_mask"] = features["token_mask"][:length]
+        length = tf.reduce_sum(tf.cast(features[TOKEN_MASK], tf.int32))
+        features[TOKENS] = features[TOKENS][:length]
+        features[TOKEN_MASK] = features[TOKEN_MASK][:length]
         features["unit_texts"] = tf.boolean_mask(
             features["unit_texts"], tf.not_equal(features["unit_texts"], "")
         )
         return features
-    rows = tf.reduce_sum(tf.cast(features["paragraph_mask"], tf.int32))
-    for name in ("tokens", "token_mask", "paragraph_mask", "document_ids",
-                 "unit_texts", "paragraph_index", "rank_score"):
+    rows = tf.reduce_sum(tf.cast(features[PARAGRAPH_MASK], tf.int32))
+    for name in (TOKENS, TOKEN_MASK, PARAGRAPH_MASK, DOCUMENT_IDS,
+                 "unit_texts", PARAGRAPH_INDEX, RANK_SCORE):
         if name in features:
             features[name] = features[name][:rows]
-    if "context_tokens" in features:
-        context = features["context_tokens"]
-        features["context_tokens"] = context[
+    if CONTEXT_TOKENS in features:
+        context = features[CONTEXT_TOKENS]
+        features[CONTEXT_TOKENS] = context[
             : tf.reduce_sum(tf.cast(tf.not_equal(context, pad_id), tf.int32))
         ]
     return features
@@ -594,7 +607,7 @@ def _structured_dataset(
 
     dataset = tf.data.Dataset.from_generator(raw, output_signature=_RAW_SIGNATURE)
 
-    mask = "token_mask" if family == "flat" else "paragraph_mask"
+    mask = TOKEN_MASK if family == "flat" else PARAGRAPH_MASK
     count_truncation = _truncation_counter(report, max_target_length)
 
     def structure_chunk(chunk):
@@ -609,7 +622,7 @@ def _structured_dataset(
             ids = structurer.tokenize(chunk["summary"])
             count = ids.nrows()
             edge = tf.ones([count, 1], tf.int32)
-            out["target"] = tf.concat(
+            out[TARGET] = tf.concat(
                 [
                     tf.RaggedTensor.from_tensor(edge * vocabulary.bos_id),
                     tf.cast(ids[:, : max_target_length - 2], tf.int32),
@@ -636,7 +649,7 @@ def _structured_dataset(
         sums = tf.concat([sums, [tf.reduce_sum(tf.cast(kept, tf.int32))]], 0)
         counted = tf.py_function(count_truncation, [sums], tf.bool)
         with tf.control_dependencies([counted]):
-            out["tokens"] = tf.identity(out["tokens"])
+            out[TOKENS] = tf.identity(out[TOKENS])
         return out
 
     dataset = (
@@ -652,7 +665,7 @@ def _structured_dataset(
         kept = tf.cond(
             has_input,
             lambda: tf.constant(True),
-            lambda: tf.py_function(count_empty_input, [example["example_id"]], tf.bool),
+            lambda: tf.py_function(count_empty_input, [example[EXAMPLE_ID]], tf.bool),
         )
         if max_target_length:
             has_summary = example["summary_tokens_count"] > 0
@@ -660,7 +673,7 @@ def _structured_dataset(
                 has_summary | ~has_input,
                 lambda: tf.constant(True),
                 lambda: tf.py_function(
-                    count_empty_summary, [example["example_id"]], tf.bool
+                    count_empty_summary, [example[EXAMPLE_ID]], tf.bool
                 ),
             )
         return tf.reshape(kept, [])
@@ -894,8 +907,8 @@ def structured_examples(
                 raise failures[0] from None
             raise
         if include_ids:
-            example["example_id"] = np.asarray(
-                example["example_id"].decode("utf-8"), dtype=object
+            example[EXAMPLE_ID] = np.asarray(
+                example[EXAMPLE_ID].decode("utf-8"), dtype=object
             )
         yield example
 
@@ -911,8 +924,8 @@ def _infer_extra_specs(extras, arguments, require_summary, unicode_errors):
         example, structured = _structured_from_tensors(values, family)
         outputs = _run_extras(extras, example, structured)
         rows = None
-        if "paragraph_mask" in structured.features:
-            rows = structured.features["paragraph_mask"].shape[0]
+        if PARAGRAPH_MASK in structured.features:
+            rows = structured.features[PARAGRAPH_MASK].shape[0]
         specs = {}
         for _, values_out in outputs:
             for name, value in values_out.items():
@@ -1139,7 +1152,7 @@ def make_dataset(
     if repeat:
         dataset = dataset.repeat()
     if bucket_boundaries:
-        length_feature = "tokens" if family == "flat" else "paragraph_mask"
+        length_feature = TOKENS if family == "flat" else PARAGRAPH_MASK
         dataset = dataset.bucket_by_sequence_length(
             element_length_func=lambda x: tf.shape(x[length_feature])[0],
             bucket_boundaries=boundaries,
@@ -1177,7 +1190,7 @@ def training_pairs(dataset, pad_id=0):
         ValueError: when the batches have no `target` (give
             `max_target_length` to `make_dataset`).
     """
-    if "target" not in dataset.element_spec:
+    if TARGET not in dataset.element_spec:
         raise ValueError(
             "training_pairs needs batches with `target`; received features "
             f"{sorted(dataset.element_spec)}. Pass max_target_length to "
@@ -1186,7 +1199,7 @@ def training_pairs(dataset, pad_id=0):
 
     def split(features):
         features = dict(features)
-        target = features.pop("target")
+        target = features.pop(TARGET)
         labels = target[:, 1:]
         target_mask = tf.not_equal(labels, pad_id)
         features["decoder_tokens"] = target[:, :-1]

@@ -35,6 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_hsum.checks import check_int
+from keras_hsum.features import EXAMPLE_ID
 from keras_hsum.features import EXAMPLE_ID_FEATURE
 from keras_hsum.features import Feature
 from keras_hsum.features import axis_sizes
@@ -107,7 +108,7 @@ def serialize_example(example_id, features, specs):
     Returns:
         bytes.
     """
-    out = {"example_id": tf.train.Feature(
+    out = {EXAMPLE_ID: tf.train.Feature(
         bytes_list=tf.train.BytesList(value=[example_id.encode("utf-8")])
     )}
     for name, spec in specs.items():
@@ -144,7 +145,7 @@ def parse_function(specs):
     """A graph function: a serialized record -> `{name: tensor}` with
     `example_id` (tf.string scalar) and every feature of `specs` in its
     dtype and shape (one example, no batch axis)."""
-    description = {"example_id": tf.io.FixedLenFeature([], tf.string)}
+    description = {EXAMPLE_ID: tf.io.FixedLenFeature([], tf.string)}
     for name, spec in specs.items():
         stored = {"float32": tf.float32, "string": tf.string}.get(spec.dtype, tf.int64)
         description[name] = tf.io.VarLenFeature(stored)
@@ -152,7 +153,7 @@ def parse_function(specs):
 
     def parse(record):
         values = tf.io.parse_single_example(record, description)
-        out = {"example_id": values["example_id"]}
+        out = {EXAMPLE_ID: values[EXAMPLE_ID]}
         for name, spec in specs.items():
             shape = tf.sparse.to_dense(values[f"{name}/shape"])
             flat = tf.sparse.to_dense(values[name])

@@ -67,8 +67,15 @@ from keras_hsum.checks import check_int
 from keras_hsum.data.reader import DOCUMENT_BREAK
 from keras_hsum.data.reader import ESCAPED_MARKER
 from keras_hsum.data.reader import SECTION_BREAK
+from keras_hsum.features import CONTEXT_TOKENS
+from keras_hsum.features import DOCUMENT_IDS
+from keras_hsum.features import FAMILIES
+from keras_hsum.features import PARAGRAPH_INDEX
+from keras_hsum.features import PARAGRAPH_MASK
+from keras_hsum.features import RANK_SCORE
+from keras_hsum.features import TOKENS
+from keras_hsum.features import TOKEN_MASK
 
-FAMILIES = ("paragraphs", "sections", "snippets", "sentences", "flat")
 # A whole line that is an escaped marker (the reader's ESCAPED_MARKER).
 _UNESCAPE_PATTERN = f"^{ESCAPED_MARKER}$"
 
@@ -934,12 +941,12 @@ class TextStructurer(tf.Module):
                 ),
             }
         features = {
-            "tokens": tf.ensure_shape(tokens, [None, P, T]),
-            "token_mask": tf.ensure_shape(token_mask, [None, P, T]),
-            "paragraph_mask": tf.ensure_shape(
+            TOKENS: tf.ensure_shape(tokens, [None, P, T]),
+            TOKEN_MASK: tf.ensure_shape(token_mask, [None, P, T]),
+            PARAGRAPH_MASK: tf.ensure_shape(
                 rows_tensor(tf.ones(tf.shape(batch), tf.bool), False), [None, P]
             ),
-            "document_ids": tf.ensure_shape(
+            DOCUMENT_IDS: tf.ensure_shape(
                 rows_tensor(rows["document"], 0), [None, P]
             ),
             "unit_texts": tf.ensure_shape(
@@ -949,13 +956,13 @@ class TextStructurer(tf.Module):
         if self.family == "paragraphs":
             length = self.family_options["context_length"]
             context_ids = self._tokenizer.tokenize(context)[:, :length]
-            features["paragraph_index"] = tf.ensure_shape(
+            features[PARAGRAPH_INDEX] = tf.ensure_shape(
                 rows_tensor(local, 0), [None, P]
             )
-            features["rank_score"] = tf.ensure_shape(
+            features[RANK_SCORE] = tf.ensure_shape(
                 rows_tensor(scores, 0.0), [None, P]
             )
-            features["context_tokens"] = tf.ensure_shape(
+            features[CONTEXT_TOKENS] = tf.ensure_shape(
                 context_ids.to_tensor(
                     default_value=self.pad_id, shape=tf.stack([num_batch, length])
                 ),
@@ -1008,10 +1015,10 @@ class TextStructurer(tf.Module):
         )
         ranker_scores = self._ranker(
             {
-                "tokens": tf.ensure_shape(tokens, [None, P, T]),
-                "token_mask": tf.ensure_shape(token_mask, [None, P, T]),
-                "paragraph_mask": tf.reduce_any(token_mask, axis=-1),
-                "context_tokens": tf.ensure_shape(context_tokens, [None, length]),
+                TOKENS: tf.ensure_shape(tokens, [None, P, T]),
+                TOKEN_MASK: tf.ensure_shape(token_mask, [None, P, T]),
+                PARAGRAPH_MASK: tf.reduce_any(token_mask, axis=-1),
+                CONTEXT_TOKENS: tf.ensure_shape(context_tokens, [None, length]),
             },
             training=False,
         )
@@ -1113,8 +1120,8 @@ class TextStructurer(tf.Module):
         )
         texts = tf.tensor_scatter_nd_update(tf.fill(grid, ""), by_rank, text)
         features = {
-            "tokens": tf.ensure_shape(tokens, [None, N]),
-            "token_mask": tf.ensure_shape(token_mask, [None, N]),
+            TOKENS: tf.ensure_shape(tokens, [None, N]),
+            TOKEN_MASK: tf.ensure_shape(token_mask, [None, N]),
             "unit_texts": texts,
         }
         if self.statistics:

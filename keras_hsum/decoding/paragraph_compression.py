@@ -2,11 +2,14 @@
 
 from keras import ops
 
+from keras_hsum.features import GRAPH
 from keras_hsum.features import PARAGRAPH_FEATURES
+from keras_hsum.features import PARAGRAPH_MASK
+from keras_hsum.features import TOKENS
 from keras_hsum.layers.input_checks import check_dims
 from keras_hsum.layers.input_checks import check_rank
 
-def compress_paragraphs(inputs, eta_hat, keep, keys=None, pair_keys=("graph",)):
+def compress_paragraphs(inputs, eta_hat, keep, keys=None, pair_keys=(GRAPH,)):
     """Keeps the `keep` paragraphs with the highest η̂, in their original order.
 
     PHT §7 ranks the source paragraphs by the predicted optimal attention η̂
@@ -42,7 +45,7 @@ def compress_paragraphs(inputs, eta_hat, keep, keys=None, pair_keys=("graph",)):
         keys = PARAGRAPH_FEATURES
     eta_hat = ops.cast(eta_hat, "float32")
     check_rank("compress_paragraphs", "eta_hat", eta_hat.shape, 2, "[B,P]")
-    for name in ("paragraph_mask", "tokens"):
+    for name in (PARAGRAPH_MASK, TOKENS):
         if getattr(inputs.get(name), "shape", None) is not None:
             # A [1,P] η̂ would rank every example by the first one's scores.
             check_dims("compress_paragraphs", "eta_hat", eta_hat.shape,
@@ -55,8 +58,8 @@ def compress_paragraphs(inputs, eta_hat, keep, keys=None, pair_keys=("graph",)):
             f"received {keep}. Choose how many paragraphs to decode from."
         )
     ranking = eta_hat
-    if inputs.get("paragraph_mask") is not None:
-        real = ops.cast(inputs["paragraph_mask"], "bool")
+    if inputs.get(PARAGRAPH_MASK) is not None:
+        real = ops.cast(inputs[PARAGRAPH_MASK], "bool")
         ranking = ops.where(real, ranking, ops.min(ranking) - 1.0)
     _, top = ops.top_k(ranking, k=keep)
     kept = ops.sort(ops.cast(top, "int32"), axis=-1)  # [B,keep], original order

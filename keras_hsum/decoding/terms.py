@@ -40,6 +40,7 @@ from typing import NamedTuple
 from keras import ops
 
 from keras_hsum.checks import check_int
+from keras_hsum.features import PARAGRAPH_MASK
 
 NEG_INF = -1e9
 """The finite "minus infinity" of blocked tokens and empty pool slots."""
@@ -345,7 +346,7 @@ class _AccumulatedAttention(ScoreTerm):
         self.paragraph_mask = paragraph_mask
 
     def check(self, batch_size, vocabulary_size):
-        _check_batch(type(self).__name__, "paragraph_mask", self.paragraph_mask, batch_size,
+        _check_batch(type(self).__name__, PARAGRAPH_MASK, self.paragraph_mask, batch_size,
                      "bool [B,P]")
 
     def _step_attention(self, aux):

@@ -39,6 +39,9 @@ import tensorflow as tf
 
 from keras_hsum.checks import check_int
 from keras_hsum.decoding.search_options import SearchOptions  # noqa: F401 (its old home)
+from keras_hsum.features import PARAGRAPH_MASK
+from keras_hsum.features import SUMMARY_TOKENS
+from keras_hsum.features import TOKEN_MASK
 
 DEFAULT_SIGNATURE = "serving_default"
 CONTEXT_SIGNATURE = "summarize_with_context"
@@ -160,11 +163,11 @@ def best_hypothesis_outputs(result, features, detokenize, pad_id=0):
     lengths = tf.cast(result["lengths"][:, 0], tf.int32)  # [B]
     real = tf.sequence_mask(lengths, length)  # [B,L]
     real = tf.logical_and(real, tf.not_equal(sequences, pad_id))
-    if "paragraph_mask" in features:
-        paragraph_mask = tf.cast(features["paragraph_mask"], tf.bool)
+    if PARAGRAPH_MASK in features:
+        paragraph_mask = tf.cast(features[PARAGRAPH_MASK], tf.bool)
     else:
         paragraph_mask = tf.reduce_any(
-            tf.cast(features["token_mask"], tf.bool), axis=-1, keepdims=True
+            tf.cast(features[TOKEN_MASK], tf.bool), axis=-1, keepdims=True
         )
     valid = tf.reduce_any(paragraph_mask, axis=1)  # [B]
     summary = detokenize(sequences)
@@ -194,7 +197,7 @@ def best_hypothesis_outputs(result, features, detokenize, pad_id=0):
         "summary": summary,
         "score": score,
         "summary_ids": tf.where(real, sequences, pad_id),
-        "summary_tokens": pieces,
+        SUMMARY_TOKENS: pieces,
         "token_attention": token_attention,
         "paragraph_attention": paragraph_attention,
         "error": error,
@@ -317,7 +320,7 @@ class SummarizerModule(tf.Module):
             eta = self.predictor(
                 {
                     "paragraph_embeddings": memory["paragraph_memory"],
-                    "paragraph_mask": memory["paragraph_mask"],
+                    PARAGRAPH_MASK: memory[PARAGRAPH_MASK],
                 },
                 training=False,
             )
@@ -468,7 +471,7 @@ class ExtractorModule(tf.Module):
         }
         result = self.score_sentences(numeric)
         sentences = features["unit_texts"]
-        mask = tf.cast(features["paragraph_mask"], tf.bool)
+        mask = tf.cast(features[PARAGRAPH_MASK], tf.bool)
         valid = tf.reduce_any(mask, axis=1)
         indices = result["indices"]
         extracted = tf.gather(sentences, tf.maximum(indices, 0), axis=1, batch_dims=1)

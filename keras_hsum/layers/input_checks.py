@@ -13,6 +13,9 @@ import numpy as np
 
 from keras_hsum import features
 from keras_hsum.checks import check_int
+from keras_hsum.features import CONTEXT_TOKENS
+from keras_hsum.features import SUMMARY_TOKENS
+from keras_hsum.features import TOKENS
 
 
 def _shape(value):
@@ -153,9 +156,9 @@ def check_model_features(model, inputs):
 # Features that hold token ids, and whether they may hold a copy model's
 # extended ids (V .. V + num_oov - 1: the example's source OOVs).
 _ID_FEATURES = (
-    ("tokens", False),
-    ("summary_tokens", False),
-    ("context_tokens", False),
+    (TOKENS, False),
+    (SUMMARY_TOKENS, False),
+    (CONTEXT_TOKENS, False),
     ("decoder_tokens", True),
 )
 

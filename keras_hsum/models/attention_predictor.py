@@ -4,6 +4,7 @@ import keras
 from keras import ops
 from keras_hub.layers import TransformerEncoder
 
+from keras_hsum.features import PARAGRAPH_MASK
 from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import masked_softmax
@@ -70,7 +71,7 @@ def attention_labels(pht_model, inputs, memory=None):
     else:
         target_mask = decoder_padding_mask(decoder_tokens, pht_model.pad_id)
     return normalised_paragraph_attention(
-        attention, target_mask, memory["paragraph_mask"]
+        attention, target_mask, memory[PARAGRAPH_MASK]
     )
 
 
@@ -172,8 +173,8 @@ class AttentionPredictor(keras.Model):
                 f"num_heads={self.num_heads}; build the predictor with a head "
                 "count that divides the PHT's hidden_dim."
             )
-        if inputs.get("paragraph_mask") is not None:
-            mask = as_bool_mask(inputs["paragraph_mask"])
+        if inputs.get(PARAGRAPH_MASK) is not None:
+            mask = as_bool_mask(inputs[PARAGRAPH_MASK])
         else:
             mask = ops.ones(ops.shape(phi)[:2], dtype="bool")
         x = phi

@@ -3,6 +3,10 @@
 import keras
 from keras import ops
 
+from keras_hsum.features import DOCUMENT_IDS
+from keras_hsum.features import PARAGRAPH_MASK
+from keras_hsum.features import TOKENS
+from keras_hsum.features import TOKEN_MASK
 from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.models.flat_memory_summarizer import FlatMemorySummarizer
@@ -132,7 +136,7 @@ class CompressiveAbstractive(FlatMemorySummarizer):
     def encode(self, inputs, training=False):
         """Returns `{"memory": [B,G·c,D], "memory_mask": bool [B,G·c],
         "paragraph_mask": bool [B,P]}`."""
-        tokens = required(self, inputs, "tokens", "int [B,P,T]")
+        tokens = required(self, inputs, TOKENS, "int [B,P,T]")
         if len(tokens.shape) != 3:
             raise ValueError(
                 f"{self.name}: `tokens` must be int [B,P,T] snippets (data "
@@ -140,12 +144,12 @@ class CompressiveAbstractive(FlatMemorySummarizer):
                 "Build batches with the recipe's make_dataset."
             )
         tokens = ops.convert_to_tensor(tokens)
-        if inputs.get("token_mask") is not None:
-            token_mask = as_bool_mask(ops.convert_to_tensor(inputs["token_mask"]))
+        if inputs.get(TOKEN_MASK) is not None:
+            token_mask = as_bool_mask(ops.convert_to_tensor(inputs[TOKEN_MASK]))
         else:
             token_mask = ops.not_equal(tokens, self.pad_id)
-        if inputs.get("paragraph_mask") is not None:
-            paragraph_mask = as_bool_mask(ops.convert_to_tensor(inputs["paragraph_mask"]))
+        if inputs.get(PARAGRAPH_MASK) is not None:
+            paragraph_mask = as_bool_mask(ops.convert_to_tensor(inputs[PARAGRAPH_MASK]))
             token_mask = ops.logical_and(token_mask, paragraph_mask[:, :, None])
         paragraph_mask = ops.any(token_mask, axis=-1)
 
@@ -162,7 +166,7 @@ class CompressiveAbstractive(FlatMemorySummarizer):
             )
         else:
             tokens, token_mask, groups = self._document_groups(
-                tokens, token_mask, paragraph_mask, inputs.get("document_ids")
+                tokens, token_mask, paragraph_mask, inputs.get(DOCUMENT_IDS)
             )
         tokens = ops.reshape(tokens, (-1, k * length))
         token_mask = ops.cast(ops.reshape(token_mask, (-1, k * length)), "bool")
@@ -188,7 +192,7 @@ class CompressiveAbstractive(FlatMemorySummarizer):
         return {
             "memory": memory,
             "memory_mask": memory_mask,
-            "paragraph_mask": paragraph_mask,
+            PARAGRAPH_MASK: paragraph_mask,
         }
 
     def _document_groups(self, tokens, token_mask, paragraph_mask, document_ids):
@@ -242,7 +246,7 @@ class CompressiveAbstractive(FlatMemorySummarizer):
         return tokens, token_mask, groups
 
     def step_aux(self, static):
-        return {"paragraph_attention": ops.cast(static["paragraph_mask"], "float32")}
+        return {"paragraph_attention": ops.cast(static[PARAGRAPH_MASK], "float32")}
 
     def get_config(self):
         config = super().get_config()

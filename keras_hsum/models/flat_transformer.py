@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_hsum.features import TOKENS
+from keras_hsum.features import TOKEN_MASK
 from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.models.flat_memory_summarizer import FlatMemorySummarizer
 from keras_hsum.models.summarizer import optional_mask
@@ -86,9 +88,9 @@ class FlatTransformer(FlatMemorySummarizer):
     def encode(self, inputs, training=False):
         """Returns `{"memory": [B,N,D], "memory_mask": bool [B,N]}` (and
         `"source_ids"` int [B,N] with `pointer_generator`)."""
-        tokens = required(self, inputs, "tokens", "int [B,N] or [B,P,T]")
-        mask = optional_mask(inputs, "token_mask", tokens)
-        if "token_mask" not in inputs:
+        tokens = required(self, inputs, TOKENS, "int [B,N] or [B,P,T]")
+        mask = optional_mask(inputs, TOKEN_MASK, tokens)
+        if TOKEN_MASK not in inputs:
             mask = ops.not_equal(tokens, self.pad_id)
         if len(tokens.shape) == 3:
             tokens = ops.reshape(tokens, (ops.shape(tokens)[0], -1))

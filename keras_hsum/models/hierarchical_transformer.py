@@ -10,6 +10,10 @@ from keras_hsum.layers.global_transformer_layer import GlobalTransformerLayer
 from keras_hsum.layers.hierarchical_position_encoding import (
     HierarchicalPositionEncoding,
 )
+from keras_hsum.features import GRAPH
+from keras_hsum.features import PARAGRAPH_MASK
+from keras_hsum.features import TOKENS
+from keras_hsum.features import TOKEN_MASK
 from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import masked_softmax
@@ -196,12 +200,12 @@ class HierarchicalTransformer(FlatMemorySummarizer):
                 f"family), received shape {tuple(tokens.shape)}. Build batches "
                 "with recipes.ht.make_dataset."
             )
-        if "token_mask" in inputs and inputs["token_mask"] is not None:
-            token_mask = as_bool_mask(inputs["token_mask"])
+        if TOKEN_MASK in inputs and inputs[TOKEN_MASK] is not None:
+            token_mask = as_bool_mask(inputs[TOKEN_MASK])
         else:
             token_mask = ops.not_equal(tokens, self.pad_id)
-        if "paragraph_mask" in inputs and inputs["paragraph_mask"] is not None:
-            paragraph_mask = as_bool_mask(inputs["paragraph_mask"])
+        if PARAGRAPH_MASK in inputs and inputs[PARAGRAPH_MASK] is not None:
+            paragraph_mask = as_bool_mask(inputs[PARAGRAPH_MASK])
         else:
             paragraph_mask = ops.any(token_mask, axis=-1)
         token_mask = ops.logical_and(token_mask, paragraph_mask[:, :, None])
@@ -211,10 +215,10 @@ class HierarchicalTransformer(FlatMemorySummarizer):
         """Returns `{"memory": [B,P·T,D], "memory_mask": bool [B,P·T],
         "paragraph_mask": bool [B,P]}` (and `"source_ids"` int [B,P·T] with
         `pointer_generator`)."""
-        tokens = required(self, inputs, "tokens", "int [B,P,T]")
+        tokens = required(self, inputs, TOKENS, "int [B,P,T]")
         tokens = ops.convert_to_tensor(tokens)
         token_mask, paragraph_mask = self._masks(inputs, tokens)
-        graph = inputs.get("graph") if self.graph_heads else None
+        graph = inputs.get(GRAPH) if self.graph_heads else None
         if graph is not None:
             graph = ops.convert_to_tensor(graph)
             if len(graph.shape) != 3:
@@ -246,7 +250,7 @@ class HierarchicalTransformer(FlatMemorySummarizer):
         memory = {
             "memory": ops.reshape(x, (batch, paragraphs * length, self.hidden_dim)),
             "memory_mask": ops.reshape(token_mask, (batch, paragraphs * length)),
-            "paragraph_mask": paragraph_mask,
+            PARAGRAPH_MASK: paragraph_mask,
         }
         if self.pointer_generator:
             memory["source_ids"] = ops.reshape(
@@ -306,7 +310,7 @@ class HierarchicalTransformer(FlatMemorySummarizer):
                     query_input,
                     cross_cache[:, 0],
                     memory_mask,
-                    static["paragraph_mask"],
+                    static[PARAGRAPH_MASK],
                 )
             x, self_cache, _ = layer(
                 x,

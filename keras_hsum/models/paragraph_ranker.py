@@ -3,7 +3,12 @@
 import keras
 from keras import ops
 
+from keras_hsum.features import CONTEXT_TOKENS
+from keras_hsum.features import GRAPH
 from keras_hsum.features import PARAGRAPH_FEATURES
+from keras_hsum.features import PARAGRAPH_MASK
+from keras_hsum.features import TOKENS
+from keras_hsum.features import TOKEN_MASK
 from keras_hsum.layers.input_checks import check_dims
 from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.input_checks import check_model_features
@@ -167,18 +172,18 @@ class ParagraphRanker(keras.Model):
         return call_without_unbuilt_warnings(self, super().__call__, inputs, *args, **kwargs)
 
     def call(self, inputs, training=False):
-        tokens = ops.convert_to_tensor(required(self, inputs, "tokens", "int [B,P,T]"))
+        tokens = ops.convert_to_tensor(required(self, inputs, TOKENS, "int [B,P,T]"))
         if len(tokens.shape) != 3:
             raise ValueError(
                 f"{self.name}: `tokens` must be int [B,P,T] (the 'paragraphs' "
                 f"family), received shape {tuple(tokens.shape)}."
             )
-        context_tokens = required(self, inputs, "context_tokens", "int [B,C]")
-        if inputs.get("token_mask") is not None:
-            token_mask = as_bool_mask(inputs["token_mask"])
+        context_tokens = required(self, inputs, CONTEXT_TOKENS, "int [B,C]")
+        if inputs.get(TOKEN_MASK) is not None:
+            token_mask = as_bool_mask(inputs[TOKEN_MASK])
         else:
             token_mask = ops.not_equal(tokens, self.pad_id)
-        paragraph_mask = inputs.get("paragraph_mask")
+        paragraph_mask = inputs.get(PARAGRAPH_MASK)
         if paragraph_mask is not None:
             token_mask = ops.logical_and(
                 token_mask, as_bool_mask(paragraph_mask)[:, :, None]
@@ -299,7 +304,7 @@ def take_paragraphs(features, indices, names=PARAGRAPH_FEATURES):
         )
         index = ops.broadcast_to(index, ops.shape(value))
         value = ops.take_along_axis(value, index, axis=1)
-        if name == "graph":
+        if name == GRAPH:
             value = ops.take_along_axis(
                 value, ops.broadcast_to(indices[:, None, :], ops.shape(value)), axis=2
             )

@@ -8,6 +8,9 @@ from keras_hub.layers import ReversibleEmbedding
 from keras_hub.layers import SinePositionEncoding
 from keras_hub.layers import TransformerEncoder
 
+from keras_hsum.features import PARAGRAPH_MASK
+from keras_hsum.features import TOKENS
+from keras_hsum.features import TOKEN_MASK
 from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.multi_head_pooling import MultiHeadPooling
@@ -240,7 +243,7 @@ class ParallelHierarchicalTransformer(Summarizer):
 
     # ------------------------------------------------------------------ encoder
     def _source_masks(self, inputs):
-        tokens = required(self, inputs, "tokens", "int [B,P,T]")
+        tokens = required(self, inputs, TOKENS, "int [B,P,T]")
         if len(tokens.shape) != 3:
             raise ValueError(
                 f"{self.name}: `tokens` must be int [B,P,T] (paragraphs of "
@@ -248,12 +251,12 @@ class ParallelHierarchicalTransformer(Summarizer):
                 f"{tuple(tokens.shape)}. Build batches with "
                 "keras_hsum.data.make_dataset(..., 'paragraphs', ...)."
             )
-        if inputs.get("token_mask") is not None:
-            token_mask = as_bool_mask(inputs["token_mask"])
+        if inputs.get(TOKEN_MASK) is not None:
+            token_mask = as_bool_mask(inputs[TOKEN_MASK])
         else:
             token_mask = ops.not_equal(tokens, self.pad_id)
-        if inputs.get("paragraph_mask") is not None:
-            paragraph_mask = as_bool_mask(inputs["paragraph_mask"])
+        if inputs.get(PARAGRAPH_MASK) is not None:
+            paragraph_mask = as_bool_mask(inputs[PARAGRAPH_MASK])
         else:
             paragraph_mask = ops.any(token_mask, axis=-1)
         if len(token_mask.shape) != 3 or len(paragraph_mask.shape) != 2:
@@ -300,8 +303,8 @@ class ParallelHierarchicalTransformer(Summarizer):
         memory = {
             "word_memory": words,
             "paragraph_memory": phi,
-            "token_mask": token_mask,
-            "paragraph_mask": paragraph_mask,
+            TOKEN_MASK: token_mask,
+            PARAGRAPH_MASK: paragraph_mask,
         }
         if self.pointer_generator:
             memory["source_ids"] = ops.cast(tokens, "int32")
@@ -347,7 +350,7 @@ class ParallelHierarchicalTransformer(Summarizer):
             decoder_inputs,
             memory["word_memory"],
             memory["source_ids"],
-            memory["token_mask"],
+            memory[TOKEN_MASK],
             paragraph_weights=paragraph_attention,
             keys=memory.get("copy_keys"),
         )
@@ -379,8 +382,8 @@ class ParallelHierarchicalTransformer(Summarizer):
                 y,
                 memory["word_memory"],
                 memory["paragraph_memory"],
-                token_mask=memory["token_mask"],
-                paragraph_mask=memory["paragraph_mask"],
+                token_mask=memory[TOKEN_MASK],
+                paragraph_mask=memory[PARAGRAPH_MASK],
                 decoder_padding_mask=target_mask,
                 training=training,
             )
@@ -487,8 +490,8 @@ class ParallelHierarchicalTransformer(Summarizer):
                 y,
                 static["word_memory"],
                 static["paragraph_memory"],
-                token_mask=static["token_mask"],
-                paragraph_mask=static["paragraph_mask"],
+                token_mask=static[TOKEN_MASK],
+                paragraph_mask=static[PARAGRAPH_MASK],
                 self_attention_cache=caches[:, i],
                 self_attention_cache_update_index=index,
                 memory_cache=cross_caches[i],

@@ -22,6 +22,12 @@ when the proxy labels are among the inputs) is `extractive_loss`.
 import keras
 from keras import ops
 
+from keras_hsum.features import DOCUMENT_IDS
+from keras_hsum.features import PARAGRAPH_MASK
+from keras_hsum.features import PROXY_LABELS
+from keras_hsum.features import SEGMENT_LABELS
+from keras_hsum.features import TOKENS
+from keras_hsum.features import TOKEN_MASK
 from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.snippet_gate import SnippetGate
@@ -130,7 +136,7 @@ class ExtractiveAbstractive(FlatMemorySummarizer):
         Long-form Text Summarization, arXiv:2006.10213, §3.3.
     """
 
-    label_key = "proxy_labels"
+    label_key = PROXY_LABELS
 
     def __init__(
         self,
@@ -196,7 +202,7 @@ class ExtractiveAbstractive(FlatMemorySummarizer):
     def encode_snippets(self, inputs, training=False):
         """Returns `{"snippets" [B,P,T,D], "token_mask", "paragraph_mask"
         [, "document_ids"]}`."""
-        tokens = required(self, inputs, "tokens", "int [B,P,T]")
+        tokens = required(self, inputs, TOKENS, "int [B,P,T]")
         if len(tokens.shape) != 3:
             raise ValueError(
                 f"{self.name}: `tokens` must be int [B,P,T] snippets (data "
@@ -204,14 +210,14 @@ class ExtractiveAbstractive(FlatMemorySummarizer):
                 "Build batches with the recipe's make_dataset."
             )
         tokens = ops.convert_to_tensor(tokens)
-        if inputs.get("token_mask") is not None:
-            token_mask = as_bool_mask(ops.convert_to_tensor(inputs["token_mask"]))
+        if inputs.get(TOKEN_MASK) is not None:
+            token_mask = as_bool_mask(ops.convert_to_tensor(inputs[TOKEN_MASK]))
         else:
             token_mask = ops.not_equal(tokens, self.pad_id)
         has_token = ops.any(token_mask, axis=-1)
-        if inputs.get("paragraph_mask") is not None:
+        if inputs.get(PARAGRAPH_MASK) is not None:
             paragraph_mask = ops.logical_and(
-                as_bool_mask(ops.convert_to_tensor(inputs["paragraph_mask"])),
+                as_bool_mask(ops.convert_to_tensor(inputs[PARAGRAPH_MASK])),
                 has_token,
             )
         else:
@@ -226,12 +232,12 @@ class ExtractiveAbstractive(FlatMemorySummarizer):
         )
         memory = {
             "snippets": snippets,
-            "token_mask": token_mask,
-            "paragraph_mask": paragraph_mask,
+            TOKEN_MASK: token_mask,
+            PARAGRAPH_MASK: paragraph_mask,
         }
-        if self.max_documents is not None and inputs.get("document_ids") is not None:
-            ids = ops.cast(ops.convert_to_tensor(inputs["document_ids"]), "int32")
-            memory["document_ids"] = ops.clip(ids, 0, self.max_documents - 1)
+        if self.max_documents is not None and inputs.get(DOCUMENT_IDS) is not None:
+            ids = ops.cast(ops.convert_to_tensor(inputs[DOCUMENT_IDS]), "int32")
+            memory[DOCUMENT_IDS] = ops.clip(ids, 0, self.max_documents - 1)
         return memory
 
     def score_and_gate(self, memory, decoded_segments=None, decoded_mask=None,
@@ -241,9 +247,9 @@ class ExtractiveAbstractive(FlatMemorySummarizer):
         int32 [N,P])`, N = B (or the rows of `decoded_segments`)."""
         scores = self.scorer(
             memory["snippets"],
-            token_mask=memory["token_mask"],
-            paragraph_mask=memory["paragraph_mask"],
-            document_ids=memory.get("document_ids"),
+            token_mask=memory[TOKEN_MASK],
+            paragraph_mask=memory[PARAGRAPH_MASK],
+            document_ids=memory.get(DOCUMENT_IDS),
             decoded_segments=decoded_segments,
             decoded_mask=decoded_mask,
             training=training,
@@ -251,8 +257,8 @@ class ExtractiveAbstractive(FlatMemorySummarizer):
         selected, selected_mask, selected_ids = self.gate(
             memory["snippets"],
             scores,
-            token_mask=memory["token_mask"],
-            paragraph_mask=memory["paragraph_mask"],
+            token_mask=memory[TOKEN_MASK],
+            paragraph_mask=memory[PARAGRAPH_MASK],
         )
         return scores, selected, selected_mask, selected_ids
 
@@ -285,7 +291,7 @@ class ExtractiveAbstractive(FlatMemorySummarizer):
             self._check_labels(labels, memory["scores"])
             self.add_loss(
                 self.extractive_loss_weight
-                * extractive_loss(memory["scores"], labels, memory["paragraph_mask"])
+                * extractive_loss(memory["scores"], labels, memory[PARAGRAPH_MASK])
             )
         return logits
 
@@ -438,7 +444,7 @@ class SEAL(ExtractiveAbstractive):
         Long-form Text Summarization, arXiv:2006.10213, §3.4.
     """
 
-    label_key = "segment_labels"
+    label_key = SEGMENT_LABELS
 
     def __init__(self, vocabulary_size, segment_length=64, **kwargs):
         super().__init__(vocabulary_size, **kwargs)
@@ -501,7 +507,7 @@ class SEAL(ExtractiveAbstractive):
         rows = {
             key: tile(value)
             for key, value in memory.items()
-            if key in ("snippets", "token_mask", "paragraph_mask", "document_ids")
+            if key in ("snippets", TOKEN_MASK, PARAGRAPH_MASK, DOCUMENT_IDS)
         }
         scores, selected, selected_mask, selected_ids = self.score_and_gate(
             rows,
@@ -585,7 +591,7 @@ class SEAL(ExtractiveAbstractive):
                 real = ops.logical_and(real, ops.not_equal(target_real, 0))
             segment_real = ops.reshape(real, (ops.shape(real)[0], segments, -1))[:, :, 0]
             mask = ops.logical_and(
-                segment_real[:, :, None], memory["paragraph_mask"][:, None, :]
+                segment_real[:, :, None], memory[PARAGRAPH_MASK][:, None, :]
             )
             self.add_loss(
                 self.extractive_loss_weight * extractive_loss(scores, labels, mask)

@@ -4,9 +4,15 @@ import keras
 from keras import ops
 
 from keras_hsum.checks import check_int
+from keras_hsum.features import PARAGRAPH_MASK
+from keras_hsum.features import SUMMARY_PARAGRAPH_MASK
+from keras_hsum.features import SUMMARY_TOKENS
+from keras_hsum.features import SUMMARY_TOKEN_MASK
+from keras_hsum.features import TOKENS
+from keras_hsum.features import TOKEN_MASK
+from keras_hsum.layers.hierarchical_encoder import HierarchicalEncoder
 from keras_hsum.layers.hierarchical_encoder import POOLINGS
 from keras_hsum.layers.hierarchical_encoder import POSITION_ENCODINGS
-from keras_hsum.layers.hierarchical_encoder import HierarchicalEncoder
 from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.input_checks import check_model_features
 from keras_hsum.layers.masking import as_bool_mask
@@ -15,8 +21,8 @@ from keras_hsum.layers.siamese_classifier_head import SiameseClassifierHead
 from keras_hsum.layers.siamese_classifier_head import sentence_scores
 from keras_hsum.models.first_call import call_without_unbuilt_warnings
 
-DOCUMENT_KEYS = ("tokens", "token_mask", "paragraph_mask")
-SUMMARY_KEYS = ("summary_tokens", "summary_token_mask", "summary_paragraph_mask")
+DOCUMENT_KEYS = (TOKENS, TOKEN_MASK, PARAGRAPH_MASK)
+SUMMARY_KEYS = (SUMMARY_TOKENS, SUMMARY_TOKEN_MASK, SUMMARY_PARAGRAPH_MASK)
 
 
 @keras.saving.register_keras_serializable(package="keras_hsum")
@@ -232,15 +238,15 @@ class SHTE(keras.Model):
             "`extract`."
         )
         document, _, _ = self.encode(
-            self._get(inputs, "tokens", "int [B,P,T]", hint),
-            inputs.get("token_mask"),
-            inputs.get("paragraph_mask"),
+            self._get(inputs, TOKENS, "int [B,P,T]", hint),
+            inputs.get(TOKEN_MASK),
+            inputs.get(PARAGRAPH_MASK),
             training=training,
         )
         summary, _, _ = self.encode(
-            self._get(inputs, "summary_tokens", "int [B,Q,T']", hint),
-            inputs.get("summary_token_mask"),
-            inputs.get("summary_paragraph_mask"),
+            self._get(inputs, SUMMARY_TOKENS, "int [B,Q,T']", hint),
+            inputs.get(SUMMARY_TOKEN_MASK),
+            inputs.get(SUMMARY_PARAGRAPH_MASK),
             training=training,
         )
         return self.classifier(document, summary, training=training)
@@ -257,10 +263,10 @@ class SHTE(keras.Model):
             sentences) and bool [B,P].
         """
         tokens = self._get(
-            inputs, "tokens", "int [B,P,T]", "Give the document's sentences."
+            inputs, TOKENS, "int [B,P,T]", "Give the document's sentences."
         )
         _, attention, mask = self.encode(
-            tokens, inputs.get("token_mask"), inputs.get("paragraph_mask")
+            tokens, inputs.get(TOKEN_MASK), inputs.get(PARAGRAPH_MASK)
         )
         return sentence_scores(attention, mask, head=self.score_head), mask
 
