@@ -24,6 +24,7 @@ import json
 import os
 
 RANKER_RECIPE = "ranker"
+RANKER_CLASS = "keras_hsum>ParagraphRanker"
 RUN_FILES = ("config.json", "model.keras", "vocabulary.model")
 
 
@@ -51,9 +52,17 @@ def load_ranker_run(run, vocabulary_proto=None):
     """
     import keras
 
-    import keras_hsum.models  # noqa: F401 - registers the model classes
-    from keras_hsum.models.paragraph_ranker import ParagraphRanker
-
+    # The data layer does not import the models: loading needs the
+    # ParagraphRanker class registered, which importing keras_hsum.models
+    # (or the recipes, the trainer, the export) does.
+    ranker_class = keras.saving.get_registered_object(RANKER_CLASS)
+    if ranker_class is None:
+        raise ValueError(
+            f"Loading ranker_run {os.fspath(run)!r} needs the {RANKER_CLASS!r} "
+            "class registered with Keras: import keras_hsum.models (the recipes, "
+            "`keras-hsum train` and `keras-hsum export` do) before structuring "
+            "with rank='learned'."
+        )
     run = os.fspath(run)
     missing = [name for name in RUN_FILES if not os.path.isfile(os.path.join(run, name))]
     if missing:
@@ -84,7 +93,7 @@ def load_ranker_run(run, vocabulary_proto=None):
             "vocabulary.model), or train the ranker on the summarizer's vocabulary."
         )
     model = keras.saving.load_model(os.path.join(run, "model.keras"), compile=False)
-    if not isinstance(model, ParagraphRanker):
+    if not isinstance(model, ranker_class):
         raise ValueError(
             f"ranker_run {run!r}: model.keras holds a {type(model).__name__}, "
             "expected a ParagraphRanker."

@@ -174,3 +174,20 @@ def test_recipes_train_and_export_with_the_ranker_they_record(
     options = module.structure_options(config)
     assert (options["rank"], options["ranker_run"]) == ("learned", run)
     TextStructurer(vocabulary.proto, **options)  # loads the ranker
+
+
+def test_loading_a_ranker_without_the_models_registered_says_what_to_import(ranker_run):
+    """The data layer does not import keras_hsum.models; in a process that has
+    not registered ParagraphRanker, loading a ranker run says what to import
+    (instead of Keras' 'Could not locate class')."""
+    import subprocess
+    import sys
+
+    code = (
+        "from keras_hsum.data.learned_ranking import load_ranker_run\n"
+        f"load_ranker_run({ranker_run[0]!r})\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode != 0
+    assert "import keras_hsum.models" in result.stderr, result.stderr[-2000:]
