@@ -22,6 +22,8 @@ from keras_hsum.decoding.terms import LengthNormalization
 from keras_hsum.decoding.terms import NgramBlocking
 from keras_hsum.decoding.terms import RecentTokenBlocking
 from keras_hsum.decoding.terms import TokenBlocking
+from keras_hsum.features import PARAGRAPH_MASK
+from keras_hsum.features import RANK_SCORE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,24 +105,16 @@ class SearchOptions:
             )
         if self.blocked_ids:
             terms.append(TokenBlocking(self.blocked_ids))
-        if self.alignment_beta and inputs.get("predicted_attention") is not None:
-            mask = inputs.get("paragraph_mask")
-            terms.append(
-                AttentionAlignment(
-                    inputs["predicted_attention"],
-                    beta=self.alignment_beta,
-                    paragraph_mask=None if mask is None else ops.cast(mask, "bool"),
-                )
-            )
-        if self.extractive_beta and inputs.get("rank_score") is not None:
-            mask = inputs.get("paragraph_mask")
-            terms.append(
-                ExtractiveAlignment(
-                    inputs["rank_score"],
-                    beta=self.extractive_beta,
-                    paragraph_mask=None if mask is None else ops.cast(mask, "bool"),
-                )
-            )
+        mask = inputs.get(PARAGRAPH_MASK)
+        mask = None if mask is None else ops.cast(mask, "bool")
+        # PHT §6's alignment with the predictor's attention, and with the
+        # learned ranker's normalised scores (extProb).
+        for term, beta, target in (
+            (AttentionAlignment, self.alignment_beta, inputs.get("predicted_attention")),
+            (ExtractiveAlignment, self.extractive_beta, inputs.get(RANK_SCORE)),
+        ):
+            if beta and target is not None:
+                terms.append(term(target, beta=beta, paragraph_mask=mask))
         return terms
 
     def __call__(self, model, inputs):
