@@ -58,16 +58,7 @@ CLI_MODULES = {"keras_hsum.demo"}
 # so the list cannot outlive the code it excuses. Keys:
 # ("cycle", frozenset of modules) | ("private", importer, "module._name")
 # | ("upward", importer, imported).
-KNOWN_EXCEPTIONS = {
-    # Issue 49 item 6 (split trainer.py by responsibility): `train` hands the
-    # mirrored and multi-worker strategies to `distributed.custom_fit` (a
-    # deferred import), which builds its model with trainer's
-    # `build_compiled_model`, `make_strategy`, `warm_start` and returns a
-    # `TrainResult`. trainer.py is being changed by other work, so the split
-    # waits for it.
-    ("cycle", frozenset({"keras_hsum.training.distributed", "keras_hsum.training.trainer"})):
-        "issue 49: split training/trainer.py",
-}
+KNOWN_EXCEPTIONS = {}
 
 
 def layer_of(module):

@@ -57,11 +57,11 @@ from keras_hsum.training.callbacks import TimeBudget
 from keras_hsum.training.callbacks import TrainingBackup
 from keras_hsum.training.callbacks import averaged_weights
 from keras_hsum.training.callbacks import finalize_averaged_weights
-from keras_hsum.training.callbacks import read_history
-from keras_hsum.training.trainer import TrainResult
-from keras_hsum.training.trainer import build_compiled_model
-from keras_hsum.training.trainer import make_strategy
-from keras_hsum.training.trainer import warm_start
+from keras_hsum.training.model_setup import build_compiled_model
+from keras_hsum.training.model_setup import make_strategy
+from keras_hsum.training.model_setup import warm_start
+from keras_hsum.training.run_folder import TrainResult
+from keras_hsum.training.run_folder import epoch_history
 
 
 def is_chief(strategy):
@@ -448,14 +448,10 @@ def custom_fit(
         callbacks.on_train_end()
         finalize_averaged_weights(model)
 
-        history = {}
-        for entry in read_history(write_dir)["epochs"]:
-            for key, value in entry.items():
-                history.setdefault(key, []).append(value)
         return TrainResult(
             out=out,
             steps=int(np.asarray(model.optimizer.iterations)),
-            history=history,
+            history=epoch_history(write_dir),
             model=model,
             vocabulary=vocabulary,
             stopped_early=bool(budget and budget.stopped_at_step is not None),
