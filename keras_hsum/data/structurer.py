@@ -70,6 +70,7 @@ from keras_hsum.data.reader import SECTION_BREAK
 from keras_hsum.features import CONTEXT_TOKENS
 from keras_hsum.features import DOCUMENT_IDS
 from keras_hsum.features import FAMILIES
+from keras_hsum.features import GRAPH
 from keras_hsum.features import PARAGRAPH_INDEX
 from keras_hsum.features import PARAGRAPH_MASK
 from keras_hsum.features import RANK_SCORE
@@ -89,7 +90,21 @@ FAMILY_OPTIONS = {
 }
 # Options a family accepts besides those (no default: absent unless given,
 # so that the structures described without them are unchanged).
-EXTRA_OPTIONS = {"paragraphs": ("ranker_run",)}
+EXTRA_OPTIONS = {"paragraphs": ("ranker_run", "graph_kind", "graph_options")}
+
+# The options of each paragraph graph (`keras_hsum.data.graphs`) that the
+# structurer builds in the graph, with their defaults.
+GRAPH_OPTIONS = {
+    "similarity": {"threshold": 0.2},
+    "discourse": {
+        "adjacency_weight": 1.0,
+        "marker_weight": 1.0,
+        "entity_weight": 1.0,
+        "directed": True,
+        "markers": None,  # graphs.DISCOURSE_MARKERS
+        "stop_words": None,  # graphs.STOP_WORDS
+    },
+}
 
 # split_sentences' punctuation (keras_hsum.data.sentences._BOUNDARY).
 _OPENERS = "\"'\u201c\u2018(["
@@ -187,6 +202,59 @@ def _local_index(batch, num_batch):
     return positions - tf.gather(first, batch)
 
 
+def _check_graph(kind, options):
+    """Validates `graph_kind` / `graph_options`; returns (kind, options with
+    defaults) or (None, None)."""
+    if kind is None:
+        if options:
+            raise ValueError(
+                "`graph_options` are used only with `graph_kind` ('similarity' "
+                f"or 'discourse'); received graph_options={options!r} without it."
+            )
+        return None, None
+    if kind not in GRAPH_OPTIONS:
+        raise ValueError(
+            "`graph_kind` must be 'similarity' or 'discourse' (or absent), "
+            f"received {kind!r}."
+        )
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(GRAPH_OPTIONS[kind]))
+    if unknown:
+        raise ValueError(
+            f"Unknown graph_options {unknown} for graph_kind={kind!r}; it "
+            f"accepts {sorted(GRAPH_OPTIONS[kind])} (a corpus-level tf-idf "
+            "`model` is not built in the graph: idf is over the rows)."
+        )
+    from keras_hsum.data import graphs
+
+    options = dict(GRAPH_OPTIONS[kind], **options)
+    if kind == "similarity":
+        graphs._check_threshold(options["threshold"])
+    else:
+        for name in ("adjacency_weight", "marker_weight", "entity_weight"):
+            if not isinstance(options[name], (int, float)) or isinstance(
+                options[name], bool
+            ):
+                raise ValueError(
+                    f"`{name}` must be a number, received {options[name]!r}."
+                )
+        if not isinstance(options["directed"], bool):
+            raise ValueError(
+                f"`directed` must be True or False, received {options['directed']!r}."
+            )
+        for name, default in (
+            ("markers", graphs.DISCOURSE_MARKERS),
+            ("stop_words", graphs.STOP_WORDS),
+        ):
+            value = default if options[name] is None else options[name]
+            if isinstance(value, str) or not all(isinstance(w, str) for w in value):
+                raise ValueError(
+                    f"`{name}` must be a collection of str, received {value!r}."
+                )
+            options[name] = tuple(sorted(set(value)))
+    return kind, options
+
+
 class TextStructurer(tf.Module):
     """Raw documents -> padded model features, inside the graph.
 
@@ -221,6 +289,12 @@ class TextStructurer(tf.Module):
             reading order (P_c: the ranker run's `max_paragraphs`) are
             scored, and the P best (ties in reading order) are kept. The
             ranker run must have this vocabulary.
+            `graph_kind="similarity"|"discourse"` (`"paragraphs"`, with
+            `graph_options`, a dict of that graph's options in
+            `GRAPH_OPTIONS`) adds HT's paragraph graph over the kept rows,
+            built in the graph as `keras_hsum.data.graphs.graph_for` builds
+            it from the rows in Python (see `_similarity_graph`,
+            `_discourse_graph`).
 
     Call arguments:
         documents: tf.string [B, None] (dense, "" pads; or a
@@ -238,7 +312,9 @@ class TextStructurer(tf.Module):
         for `"paragraphs"` also `paragraph_index` int32 [B,P] (the row's
         place in reading order), `rank_score` float32 [B,P] (tf-idf cosine,
         the learned ranker's score, or 0 for "order") and `context_tokens` int32 [B,C] (C =
-        context_length). For `"flat"`: `tokens` int32 [B,N], `token_mask`
+        context_length); with `graph_kind`, `graph` float32 [B,P,P] (raw
+        edge weights, row and column i are row i; 0 for padding). For
+        `"flat"`: `tokens` int32 [B,N], `token_mask`
         bool [B,N] and `unit_texts` tf.string [B,None] (the paragraphs in
         the order used). An example without text gives all padding.
 
@@ -303,6 +379,9 @@ class TextStructurer(tf.Module):
             )
         if "context_length" in options:
             check_int("context_length", options["context_length"])
+        self._graph_kind, self._graph_options = _check_graph(
+            options.get("graph_kind"), options.get("graph_options")
+        )
         from keras_hsum.data.vocabulary import Vocabulary
 
         vocabulary = Vocabulary(bytes(vocabulary_proto))
@@ -349,6 +428,7 @@ class TextStructurer(tf.Module):
         )
         self._listed_pattern, self._numeral_pattern = _abbreviation_pattern()
         self._nonword_pattern = f"[^{classes['alnum']}]+"
+        self._capitalised_pattern = f"(?s)[{classes['upper']}].*"
         self._ranker = None
         if options.get("rank") == "learned":
             from keras_hsum.data.learned_ranking import load_ranker_run
@@ -968,9 +1048,194 @@ class TextStructurer(tf.Module):
                 ),
                 [None, length],
             )
+            if self._graph_kind is not None:
+                features[GRAPH] = tf.ensure_shape(
+                    self._graph(features), [None, P, P]
+                )
         if self.statistics:
             features.update(statistics)
         return features
+
+    # --------------------------------------------------------------- graphs
+
+    def _graph(self, features):
+        """HT's paragraph graph over the kept rows: float32 [B,P,P]."""
+        texts = features["unit_texts"]
+        valid = features[PARAGRAPH_MASK]
+        if self._graph_kind == "similarity":
+            return self._similarity_graph(texts, valid)
+        return self._discourse_graph(
+            texts, valid, features[DOCUMENT_IDS], features[PARAGRAPH_INDEX]
+        )
+
+    def _per_example_terms(self, keys, batch, num_batch):
+        """Ids of distinct strings within each example, from 0.
+
+        Args:
+            keys: tf.string [n], in non-decreasing `batch` order.
+            batch: int32 [n].
+
+        Returns:
+            `(local, size)`: int32 [n], the string's id among the distinct
+            strings of its example, and V, one more than the largest id.
+        """
+        _, term = tf.unique(
+            tf.strings.as_string(batch) + " " + keys, out_idx=tf.int32
+        )
+        # tf.unique numbers strings by first appearance, so each example's
+        # distinct strings have consecutive ids.
+        first = tf.math.unsorted_segment_min(term, batch, num_batch)
+        local = term - tf.gather(first, batch)
+        return local, tf.reduce_max(tf.concat([local + 1, [1]], 0))
+
+    def _similarity_graph(self, texts, valid):
+        """`graphs.similarity_graph` of each example's kept rows.
+
+        tf-idf vectors over the example's P' real rows (terms: lower-cased
+        `[^\\W_]+` words; idf ln((1 + P') / (1 + df)) + 1; float64), L2
+        normalised; G = X X^T, entries below `threshold` set to 0, the
+        diagonal 1 for a row with words and 0 without.
+
+        Args:
+            texts: tf.string [B,P] ("" pads).
+            valid: bool [B,P].
+
+        Returns:
+            float32 [B,P,P].
+        """
+        P = self.max_units
+        num_batch = tf.shape(texts)[0]
+        words = tf_text.regex_split(
+            tf.strings.lower(tf.reshape(texts, [-1]), encoding="utf-8"),
+            self._nonword_pattern,
+            "",
+        )
+        word_row = tf.cast(words.value_rowids(), tf.int32)
+        word_batch = word_row // P
+        local, size = self._per_example_terms(
+            words.flat_values, word_batch, num_batch
+        )
+        counts = tf.scatter_nd(
+            tf.stack([word_batch, word_row % P, local], 1),
+            tf.ones_like(local, tf.float64),
+            tf.stack([num_batch, P, size]),
+        )
+        rows = tf.reduce_sum(tf.cast(valid, tf.float64), axis=1)[:, None, None]
+        document_frequency = tf.reduce_sum(
+            tf.cast(counts > 0, tf.float64), axis=1, keepdims=True
+        )
+        weights = counts * (
+            tf.math.log((1.0 + rows) / (1.0 + document_frequency)) + 1.0
+        )
+        norms = tf.sqrt(tf.reduce_sum(weights * weights, axis=2, keepdims=True))
+        vectors = weights / tf.where(norms > 0, norms, 1.0)
+        cosine = tf.cast(tf.matmul(vectors, vectors, transpose_b=True), tf.float32)
+        has_words = norms[:, :, 0] > 0
+        cosine = tf.linalg.set_diag(cosine, tf.cast(has_words, tf.float32))
+        threshold = tf.constant(self._graph_options["threshold"], tf.float32)
+        return tf.where(cosine < threshold, 0.0, cosine)
+
+    def _discourse_graph(self, texts, valid, document, position):
+        """`graphs.discourse_graph` of each example's kept rows.
+
+        Rows i, j of one document at reading-order positions p and p + 1
+        are adjacent (`adjacency_weight`, both ways); j opening with a
+        marker (its first words, lower-cased, of its first 200 characters)
+        adds `marker_weight` from i to j (both ways unless `directed`);
+        each distinct entity two rows share adds `entity_weight` both ways.
+
+        Args:
+            texts: tf.string [B,P] ("" pads).
+            valid: bool [B,P].
+            document: int32 [B,P], the document of each row.
+            position: int32 [B,P], its reading-order position.
+
+        Returns:
+            float32 [B,P,P], zero diagonal.
+        """
+        options = self._graph_options
+        both = valid[:, :, None] & valid[:, None, :]
+        # follows[b, i, j]: row j comes right after row i in one document.
+        follows = (
+            both
+            & tf.equal(document[:, :, None], document[:, None, :])
+            & tf.equal(position[:, None, :] - position[:, :, None], 1)
+        )
+        adjacent = follows | tf.transpose(follows, [0, 2, 1])
+        marked = follows & self._opens_with_marker(texts)[:, None, :]
+        if not options["directed"]:
+            marked = marked | tf.transpose(marked, [0, 2, 1])
+        graph = (
+            tf.cast(adjacent, tf.float64) * options["adjacency_weight"]
+            + tf.cast(marked, tf.float64) * options["marker_weight"]
+            + self._shared_entities(texts) * options["entity_weight"]
+        )
+        return tf.cast(graph, tf.float32)
+
+    def _opens_with_marker(self, texts):
+        """`graphs.opens_with_marker` on every row: bool [B,P]."""
+        markers = {}
+        for marker in self._graph_options["markers"]:
+            markers.setdefault(len(marker.split()), []).append(" ".join(marker.split()))
+        flat = tf.reshape(texts, [-1])
+        head = tf_text.regex_split(
+            tf.strings.lower(
+                tf.strings.substr(flat, 0, 200, unit="UTF8_CHAR"),
+                encoding="utf-8",
+            ),
+            self._nonword_pattern,
+            "",
+        )
+        found = tf.zeros(tf.shape(flat), tf.bool)
+        for count, listed in sorted(markers.items()):
+            if count == 0:
+                continue
+            # A row with fewer words joins fewer than `count` words, which
+            # equals no marker of `count` words.
+            start = tf.strings.reduce_join(head[:, :count], axis=1, separator=" ")
+            found |= tf.reduce_any(
+                tf.equal(start[:, None], tf.constant(listed)[None, :]), axis=1
+            )
+        return tf.reshape(found, tf.shape(texts))
+
+    def _shared_entities(self, texts):
+        """Distinct entities each pair of rows shares: float64 [B,P,P].
+
+        `graphs.entities`: word tokens of at least 2 characters, capitalised,
+        not the first of a sentence (`split_sentences` in the graph), whose
+        lower-case form is no stop word. The diagonal is 0.
+        """
+        P = self.max_units
+        num_batch = tf.shape(texts)[0]
+        sentence_text, sentence_row = self._split_sentences(tf.reshape(texts, [-1]))
+        tokens = tf_text.regex_split(sentence_text, self._nonword_pattern, "")[:, 1:]
+        values = tokens.flat_values
+        row = tf.gather(sentence_row, tf.cast(tokens.value_rowids(), tf.int32))
+        stop_words = "(?:" + "|".join(
+            _escape(word) for word in self._graph_options["stop_words"]
+        ) + ")"
+        entity = (
+            (tf.strings.length(values, unit="UTF8_CHAR") >= 2)
+            & tf.strings.regex_full_match(values, self._capitalised_pattern)
+            & ~tf.strings.regex_full_match(
+                tf.strings.lower(values, encoding="utf-8"), stop_words
+            )
+        )
+        values = tf.boolean_mask(values, entity)
+        row = tf.boolean_mask(row, entity)
+        batch = row // P
+        local, size = self._per_example_terms(values, batch, num_batch)
+        present = tf.cast(
+            tf.scatter_nd(
+                tf.stack([batch, row % P, local], 1),
+                tf.ones_like(local),
+                tf.stack([num_batch, P, size]),
+            )
+            > 0,
+            tf.float64,
+        )
+        shared = tf.matmul(present, present, transpose_b=True)
+        return tf.linalg.set_diag(shared, tf.zeros(tf.shape(shared)[:2], tf.float64))
 
     def _learned_rank(self, rows, sentences, context, batch, local, num_batch):
         """The learned ranker's score and slot of every row.

@@ -1,0 +1,198 @@
+"""HT's paragraph graphs built by `TextStructurer` against `keras_hsum.data.graphs`.
+
+The reference is the Python module (`graphs.graph_for`), run on the rows the
+structurer kept: their texts (`unit_texts`), documents and reading-order
+positions. Real bundled examples are rendered as the export receives them.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_hsum.data import graphs
+from keras_hsum.data import structure
+from keras_hsum.data.corpora import sample_tokenizer_path
+from keras_hsum.data.structurer import TextStructurer
+from keras_hsum.data.vocabulary import Vocabulary
+from keras_hsum.features import DOCUMENT_IDS
+from keras_hsum.features import GRAPH
+from keras_hsum.features import PARAGRAPH_INDEX
+from keras_hsum.features import PARAGRAPH_MASK
+
+T = 48
+
+
+@pytest.fixture(scope="module")
+def vocabulary():
+    # The bundled tokenizer: loading it costs nothing (the session fixture
+    # trains one).
+    return Vocabulary.load(sample_tokenizer_path())
+
+
+def render(example):
+    """An Example as the export receives it (see test_structurer.render)."""
+    documents = [
+        "\n\n===\n\n".join(
+            "\n\n".join(" ".join(paragraph) for paragraph in section.paragraphs)
+            for section in document.sections
+        )
+        for document in example.documents
+    ]
+    return documents, example.title or "", example.query or ""
+
+
+def structure_batch(structurer, batch):
+    documents = [d for d, _, _ in batch]
+    width = max(1, max(len(d) for d in documents))
+    out = structurer(
+        tf.constant([d + [""] * (width - len(d)) for d in documents], tf.string),
+        title=tf.constant([t for _, t, _ in batch], tf.string),
+        query=tf.constant([q for _, _, q in batch], tf.string),
+    )
+    return {name: value.numpy() for name, value in out.items()}
+
+
+def reference_graph(out, b, kind, options):
+    """`graphs.graph_for` on example b's kept rows: float32 [P', P']."""
+    rows = int(out[PARAGRAPH_MASK][b].sum())
+    structured = structure.Structured(
+        features={
+            DOCUMENT_IDS: out[DOCUMENT_IDS][b][:rows],
+            PARAGRAPH_INDEX: out[PARAGRAPH_INDEX][b][:rows],
+        },
+        texts=[t.decode("utf-8") for t in out["unit_texts"][b][:rows]],
+        report=structure.TruncationReport(),
+    )
+    return graphs.graph_for(structured, kind, **options)
+
+
+def check_examples(examples, vocabulary, kind, options, max_units):
+    """Structures `examples` in one batch; asserts graph == reference.
+
+    Returns the structurer's output (numpy) for further checks.
+    """
+    structurer = TextStructurer(
+        vocabulary.proto, "paragraphs", max_units, T,
+        graph_kind=kind, graph_options=options,
+    )
+    out = structure_batch(structurer, [render(e) for e in examples])
+    graph = out[GRAPH]
+    assert graph.dtype == np.float32
+    assert graph.shape == (len(examples), max_units, max_units)
+    for b, example in enumerate(examples):
+        rows = int(out[PARAGRAPH_MASK][b].sum())
+        expected = reference_graph(out, b, kind, options)
+        np.testing.assert_allclose(
+            graph[b, :rows, :rows], expected, atol=1e-6, rtol=0,
+            err_msg=f"{kind} graph {options} of example {example.id!r}",
+        )
+        assert not graph[b, rows:].any() and not graph[b, :, rows:].any()
+    return out
+
+
+def dropped_rows(out):
+    """Examples whose kept rows skip a reading-order position (ranking
+    dropped a row between two kept ones)."""
+    count = 0
+    for b in range(out[PARAGRAPH_MASK].shape[0]):
+        positions = np.sort(out[PARAGRAPH_INDEX][b][out[PARAGRAPH_MASK][b]])
+        count += int(len(positions) > 1 and (np.diff(positions) > 1).any())
+    return count
+
+
+# (kind, graph options): the defaults and non-default values of each option.
+CASES = (
+    ("similarity", {}),
+    ("discourse", {}),
+    ("similarity", {"threshold": 0.05}),
+    ("discourse", {"directed": False, "marker_weight": 2.0, "entity_weight": 0.5,
+                   "adjacency_weight": 0.25}),
+)
+
+
+@pytest.mark.parametrize("kind,options", CASES[:2])
+def test_graphs_equal_the_python_reference_on_bundled_examples(
+    kind, options, real_examples, vocabulary
+):
+    # 16 qmsum meetings (P = 12 of many speaker turns: ranking drops rows)
+    # and 8 multi-document review sets (fewsum) in one batch.
+    examples = (
+        real_examples("qmsum_goldspan", "val")[:16]
+        + real_examples("fewsum_amazon", "val")[:8]
+    )
+    out = check_examples(examples, vocabulary, kind, options, max_units=12)
+    assert dropped_rows(out) > 0
+    assert out[DOCUMENT_IDS].max() > 0
+    graph = out[GRAPH]
+    assert (graph > 0).sum() > 100
+    if kind == "discourse":
+        # Marker relations make some edges one-way; entities link rows that
+        # are not adjacent.
+        assert (graph != np.transpose(graph, (0, 2, 1))).any()
+        assert (graph > 1).any()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind,options", CASES)
+@pytest.mark.parametrize(
+    "name,max_units", [("qmsum_goldspan", 12), ("qmsum_goldspan", 40),
+                       ("fewsum_amazon", 16), ("fewsum_yelp", 16)]
+)
+def test_graphs_equal_the_python_reference_on_all_bundled_examples(
+    name, max_units, kind, options, real_examples, vocabulary
+):
+    check_examples(real_examples(name, "val"), vocabulary, kind, options, max_units)
+
+
+def test_discourse_graph_of_hand_written_rows(vocabulary):
+    # Two documents; the first has three paragraphs, P = 3 drops one row
+    # (ranked by tf-idf to the title). Adjacency never bridges the dropped
+    # row, never crosses documents; "However" opens a row (marker edge from
+    # its predecessor); "Paris" is an entity in two rows, "The" is
+    # sentence-initial and "Mr" a stop word.
+    documents = [
+        "We met Paris in March. Mr Smith came.\n\n"
+        "However, rain fell on Paris.\n\n"
+        "The zebra slept.",
+        "Rain and Paris again. The end.",
+    ]
+    structurer = TextStructurer(
+        vocabulary.proto, "paragraphs", 3, T, graph_kind="discourse"
+    )
+    out = structure_batch(structurer, [(documents, "Paris rain", "")])
+    rows = out[PARAGRAPH_MASK][0].sum()
+    assert rows == 3
+    expected = reference_graph(out, 0, "discourse", {})
+    np.testing.assert_array_equal(out[GRAPH][0], expected)
+    by_position = {
+        (int(d), int(p)): i
+        for i, (d, p) in enumerate(zip(out[DOCUMENT_IDS][0], out[PARAGRAPH_INDEX][0]))
+    }
+    first, second = by_position[(0, 0)], by_position[(0, 1)]
+    other = by_position[(1, 3)]
+    graph = out[GRAPH][0]
+    # adjacency + marker one way, adjacency + "Paris" both ways.
+    assert graph[first, second] == 3.0 and graph[second, first] == 2.0
+    assert graph[first, other] == 1.0 and graph[second, other] == 1.0
+    assert np.diag(graph).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_graph_options_are_checked(vocabulary):
+    with pytest.raises(ValueError, match=r"`graph_kind` must be"):
+        TextStructurer(vocabulary.proto, "paragraphs", 4, T, graph_kind="lexrank")
+    with pytest.raises(ValueError, match=r"Unknown graph_options \['model'\]"):
+        TextStructurer(
+            vocabulary.proto, "paragraphs", 4, T, graph_kind="similarity",
+            graph_options={"model": None},
+        )
+    with pytest.raises(ValueError, match=r"only with `graph_kind`"):
+        TextStructurer(
+            vocabulary.proto, "paragraphs", 4, T, graph_options={"threshold": 0.1}
+        )
+    with pytest.raises(ValueError, match=r"`threshold` must be"):
+        TextStructurer(
+            vocabulary.proto, "paragraphs", 4, T, graph_kind="similarity",
+            graph_options={"threshold": 2.0},
+        )
+    with pytest.raises(ValueError, match=r"Unknown family options"):
+        TextStructurer(vocabulary.proto, "sections", 4, T, graph_kind="similarity")
