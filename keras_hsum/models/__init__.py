@@ -7,6 +7,7 @@ decoding uses `encode` / `initial_cache` / `step` (see
 | model | paper |
 |---|---|
 | `FlatTransformer` | FT / Trunc baseline |
+| `BackboneSummarizer` | a pretrained keras-hub BART backbone (Lewis et al. 2020) |
 | `HierarchicalTransformer`, `ParagraphRanker` | Liu & Lapata 2019 (HT) |
 | `ParallelHierarchicalTransformer`, `AttentionPredictor` | Ma & Zong (PHT) |
 | `ExtractiveAbstractive`, `SEAL`, `CompressiveAbstractive` | Zhao, Saleh & Liu (SEAL) |
@@ -18,6 +19,7 @@ decoding uses `encode` / `initial_cache` / `step` (see
 from keras_hsum.models.attention_predictor import AttentionPredictor
 from keras_hsum.models.attention_predictor import ParagraphAttentionMSE
 from keras_hsum.models.attention_predictor import attention_labels
+from keras_hsum.models.backbone_summarizer import BackboneSummarizer
 from keras_hsum.models.compressive_abstractive import CompressiveAbstractive
 from keras_hsum.models.discourse_summarizer import DiscourseSummarizer
 from keras_hsum.models.ensemble import SummarizerEnsemble
@@ -39,6 +41,7 @@ from keras_hsum.models.transformer_summary_decoder import TransformerSummaryDeco
 
 __all__ = [
     "AttentionPredictor",
+    "BackboneSummarizer",
     "CompressiveAbstractive",
     "DiscourseSummarizer",
     "ExtractiveAbstractive",

@@ -1,0 +1,170 @@
+"""BackboneSummarizer on a small random BART saved as a keras-hub preset:
+the real `from_preset` path, the unchanged pretrained computation (against
+the bare backbone and a numpy LM head), the decoding contract, save/reload."""
+
+import keras
+import keras_hub
+import numpy as np
+import pytest
+
+from keras_hsum.decoding import beam_search
+from keras_hsum.decoding import greedy_search
+from keras_hsum.models import BackboneSummarizer
+from keras_hsum.models import FlatTransformer
+from model_test_case import assert_beam_cache_step_matches_call
+from model_test_case import assert_save_reload
+from model_test_case import assert_step_matches_call
+from model_test_case import assert_step_matches_call_in_graph
+from model_test_case import random_flat_inputs
+from model_test_case import real_positions
+from model_test_case import to_numpy
+
+VOCABULARY = 1000
+MAX_LENGTH = 64
+
+
+def small_backbone(seed=0):
+    """A random BART: V 1000, 2 layers, D 32, 2 heads, 64 positions."""
+    keras.utils.set_random_seed(seed)
+    return keras_hub.models.BartBackbone(
+        vocabulary_size=VOCABULARY, num_layers=2, num_heads=2, hidden_dim=32,
+        intermediate_dim=64, max_sequence_length=MAX_LENGTH,
+    )
+
+
+def random_inputs(seed=0, batch=2, source=9, target=6):
+    return random_flat_inputs(seed, batch, source, target, VOCABULARY)
+
+
+@pytest.fixture(scope="module")
+def preset(tmp_path_factory):
+    """(the saved backbone, the path of its keras-hub preset folder)."""
+    backbone = small_backbone()
+    path = str(tmp_path_factory.mktemp("bart_preset"))
+    backbone.save_to_preset(path)
+    return backbone, path
+
+
+@pytest.fixture(scope="module")
+def model(preset):
+    """A BackboneSummarizer loaded from the preset through `from_preset`."""
+    return BackboneSummarizer.from_preset(preset[1])
+
+
+def backbone_outputs(backbone, inputs):
+    """The bare backbone's functional call on the same features."""
+    return backbone({
+        "encoder_token_ids": inputs["tokens"],
+        "encoder_padding_mask": inputs["token_mask"].astype("int32"),
+        "decoder_token_ids": inputs["decoder_tokens"],
+        "decoder_padding_mask": real_positions(inputs).astype("int32"),
+    })
+
+
+def test_from_preset_loads_the_saved_weights(preset, model):
+    saved, path = preset
+    assert type(keras_hub.models.Backbone.from_preset(path)).__name__ == "BartBackbone"
+    inputs = random_inputs()
+    expected = to_numpy(backbone_outputs(saved, inputs)["encoder_sequence_output"])
+    memory = model.encode(inputs)
+    np.testing.assert_array_equal(to_numpy(memory["memory"]), expected)
+    np.testing.assert_array_equal(to_numpy(memory["memory_mask"]), inputs["token_mask"])
+    # A random backbone of the same shape encodes differently: the equality
+    # above is the preset's weights, not the architecture.
+    fresh = BackboneSummarizer.from_preset(path, load_weights=False)
+    assert np.abs(to_numpy(fresh.encode(inputs)["memory"]) - expected).max() > 1e-2
+
+
+def test_outputs_are_the_bare_backbone_and_its_tied_head(preset, model):
+    """Teacher-forced logits == the saved backbone's decoder output times
+    its token embedding transposed (BART's tied LM head), in numpy."""
+    saved, _ = preset
+    inputs = random_inputs(seed=1)
+    hidden = to_numpy(backbone_outputs(saved, inputs)["decoder_sequence_output"])
+    embeddings = to_numpy(saved.token_embedding.embeddings)
+    expected = hidden @ embeddings.T
+    actual = to_numpy(model(inputs, training=False))
+    assert actual.shape == (2, 6, VOCABULARY) and actual.dtype == np.float32
+    real = real_positions(inputs)
+    np.testing.assert_allclose(actual[real], expected[real], atol=1e-5, rtol=1e-5)
+
+
+def test_step_equals_teacher_forcing(model):
+    inputs = random_inputs(seed=2)
+    assert_step_matches_call(model, inputs, atol=1e-5)
+    assert_step_matches_call_in_graph(model, inputs, atol=1e-5, jit_compile=True)
+
+
+def test_beam_cache_step_equals_teacher_forcing(model):
+    """K different targets per example, eager and jit-compiled (both backends)."""
+    static = assert_beam_cache_step_matches_call(model, random_inputs(seed=3), beams=2)
+    # [B·K, L, 2, N, H, Dh]: projected once per example, then repeated.
+    assert tuple(static["cross_caches"].shape) == (4, 2, 2, 9, 2, 16)
+
+
+def _sequence_log_probs(model, inputs, result):
+    """numpy [B,K]: log P(y|x) of each returned hypothesis, by teacher forcing."""
+    sequences = to_numpy(result["sequences"])
+    lengths = to_numpy(result["lengths"])
+    batch, beams, length = sequences.shape
+    targets = sequences.reshape(batch * beams, length)
+    decoder = np.concatenate(
+        [np.full((batch * beams, 1), model.bos_id, "int32"), targets[:, :-1]], axis=1
+    )
+    tiled = {key: np.repeat(inputs[key], beams, axis=0) for key in ("tokens", "token_mask")}
+    tiled["decoder_tokens"] = decoder
+    logits = to_numpy(model(tiled, training=False)).astype("float64")
+    log_probs = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(
+        -1, keepdims=True)) - logits.max(-1, keepdims=True)
+    picked = np.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
+    valid = np.arange(length)[None, :] < lengths.reshape(-1)[:, None]
+    return (picked * valid).sum(-1).reshape(batch, beams)
+
+
+def test_beam_search_runs_the_backbone(model):
+    """beam_search drives it unchanged: [B,K,L] sequences of vocabulary ids,
+    best first, whose scores (no score terms) are their log-probabilities
+    under the teacher-forced model; greedy's first token is the argmax."""
+    inputs = random_inputs(seed=4)
+    source = {key: inputs[key] for key in ("tokens", "token_mask")}
+    result = beam_search(model, source, beam_size=3, max_length=5)
+    sequences, scores = to_numpy(result["sequences"]), to_numpy(result["scores"])
+    assert sequences.shape == (2, 3, 5) and scores.shape == (2, 3)
+    assert sequences.min() >= 0 and sequences.max() < VOCABULARY
+    assert np.all(np.isfinite(scores)) and np.all(np.diff(scores, axis=1) <= 1e-6)
+    assert to_numpy(result["aux"]["paragraph_attention"]).shape == (2, 3, 5, 1)
+    np.testing.assert_allclose(
+        scores, _sequence_log_probs(model, inputs, result), atol=1e-3, rtol=1e-5
+    )
+    greedy = greedy_search(model, source, max_length=3)
+    first = to_numpy(model(dict(source, decoder_tokens=np.full((2, 1), model.bos_id, "int32"))))
+    np.testing.assert_array_equal(to_numpy(greedy["sequences"])[:, 0, 0], first[:, 0].argmax(-1))
+
+
+def test_save_reload_and_config_round_trip(model, tmp_path):
+    inputs = random_inputs(seed=5)
+    restored = assert_save_reload(model, inputs, tmp_path, atol=0.0)
+    assert type(restored.backbone).__name__ == "BartBackbone"
+    assert (restored.pad_id, restored.bos_id, restored.eos_id) == (0, 2, 3)
+    config = model.get_config()
+    rebuilt = BackboneSummarizer.from_config(config)
+    assert rebuilt.get_config() == config
+    rebuilt.set_weights(model.get_weights())
+    np.testing.assert_array_equal(to_numpy(rebuilt(inputs)), to_numpy(model(inputs)))
+
+
+def test_special_ids_and_backbone_object(preset):
+    model = BackboneSummarizer(backbone=preset[0], pad_id=1, bos_id=2, eos_id=2, name="bart")
+    config = model.get_config()
+    assert (config["pad_id"], config["bos_id"], config["eos_id"]) == (1, 2, 2)
+    assert config["backbone"]["class_name"] == "BartBackbone"
+    assert model.built and model.vocabulary_size == VOCABULARY
+
+
+def test_clear_errors(model):
+    with pytest.raises(ValueError, match="must be one of keras_hub.models.BartBackbone"):
+        BackboneSummarizer(backbone=FlatTransformer(vocabulary_size=10, hidden_dim=8,
+                                                    num_heads=2, intermediate_dim=8))
+    too_long = random_inputs(source=MAX_LENGTH + 1)
+    with pytest.raises(ValueError, match="more than the backbone's max_sequence_length 64"):
+        model(too_long)
