@@ -263,6 +263,15 @@ def ranker_targets(example, structured):
 def paragraph_graph(kind="similarity", **graph_options):
     """An extra that adds HT's paragraph graph for graph-informed attention.
 
+    For the `"paragraphs"` family the graph is built in the graph by the
+    structurer (`TextStructurer(..., graph_kind=kind,
+    graph_options=graph_options)`, the one an exported SavedModel runs), so
+    training reads the graph serving computes; the extra then runs no
+    Python. Other families, and a corpus-level tf-idf `model` (which the
+    structurer does not take), compute it in Python with
+    `keras_hsum.data.graphs.graph_for` on the structurer's rows, the
+    reference the in-graph graph equals.
+
     Args:
         kind: `"similarity"` (tf-idf cosine with a threshold) or
             `"discourse"` (the approximate discourse graph); see
@@ -273,9 +282,12 @@ def paragraph_graph(kind="similarity", **graph_options):
         An extra returning `{"graph": float32 [P, P]}`, row and column i
         being row i of the structured example; the raw graph (the layer
         row-normalises it over valid paragraphs). Padded rows and columns
-        of a batch are 0.
+        of a batch are 0. Its `structurer_options` (None when the graph
+        is computed in Python) are the structurer's family options that
+        build it.
     """
     from keras_hsum.data import graphs
+    from keras_hsum.data.structurer import GRAPH_OPTIONS
 
     if kind not in ("similarity", "discourse"):
         raise ValueError(
@@ -287,6 +299,11 @@ def paragraph_graph(kind="similarity", **graph_options):
         return {GRAPH: graphs.graph_for(structured, kind, **graph_options)}
 
     graph.__name__ = f"{kind}_graph"
+    graph.structurer_options = (
+        {"graph_kind": kind, "graph_options": dict(graph_options)}
+        if set(graph_options) <= set(GRAPH_OPTIONS[kind])
+        else None
+    )
     return graph
 
 
@@ -576,6 +593,8 @@ def _trim(features, family, pad_id):
                  "unit_texts", PARAGRAPH_INDEX, RANK_SCORE):
         if name in features:
             features[name] = features[name][:rows]
+    if GRAPH in features:
+        features[GRAPH] = features[GRAPH][:rows, :rows]
     if CONTEXT_TOKENS in features:
         context = features[CONTEXT_TOKENS]
         features[CONTEXT_TOKENS] = context[
@@ -794,14 +813,30 @@ def _prepared(
     options, extras = _check_arguments(
         family, max_units, max_tokens, family_options, max_target_length, extras
     )
+    # Extras the structurer computes itself (the paragraph graph): their
+    # options go to the structurer, and they run no Python.
+    in_graph = [
+        extra for extra in extras
+        if family == "paragraphs" and getattr(extra, "structurer_options", None)
+    ]
+    structurer_options = dict(options)
+    for extra in in_graph:
+        if set(extra.structurer_options) & set(structurer_options):
+            raise ValueError(
+                f"Extra {_name(extra)} sets the structurer options "
+                f"{sorted(extra.structurer_options)}, which family_options or "
+                "another extra already set; give one paragraph graph."
+            )
+        structurer_options.update(extra.structurer_options)
     arguments = (
         source, vocabulary, family, max_units, max_tokens, max_target_length,
-        options,
+        structurer_options,
     )
     specs = family_features(family, bool(max_target_length), include_ids)
     for extra in extras:
         for name, spec in getattr(extra, "feature_spec", {}).items():
             specs[name] = spec
+    extras = [extra for extra in extras if extra not in in_graph]
     names = [name for extra in extras for name in getattr(extra, "feature_spec", {})]
     undeclared = [extra for extra in extras if not hasattr(extra, "feature_spec")]
     if undeclared:

@@ -196,3 +196,57 @@ def test_graph_options_are_checked(vocabulary):
         )
     with pytest.raises(ValueError, match=r"Unknown family options"):
         TextStructurer(vocabulary.proto, "sections", 4, T, graph_kind="similarity")
+
+
+def test_pipeline_graph_extra_reads_the_structurers_graph(
+    real_examples, vocabulary, monkeypatch
+):
+    """`paragraph_graph` on the "paragraphs" family: the graph of training
+    batches is the structurer's (no Python graph), equal to the reference."""
+    from keras_hsum.data import pipeline
+
+    seen = {}
+
+    @pipeline.declare_features()
+    def record(example, structured):
+        seen[example.id] = (list(structured.texts), dict(structured.features))
+        return {}
+
+    def python_graph(*args, **kwargs):
+        raise AssertionError("the graph was computed in Python")
+
+    examples = (
+        real_examples("fewsum_amazon", "val")[:4]
+        + real_examples("qmsum_goldspan", "val")[:4]
+    )
+    extra = pipeline.paragraph_graph("discourse", marker_weight=2.0)
+    assert extra.structurer_options == {
+        "graph_kind": "discourse", "graph_options": {"marker_weight": 2.0}
+    }
+    with monkeypatch.context() as patch:
+        patch.setattr(graphs, "graph_for", python_graph)
+        batches = list(
+            pipeline.make_dataset(
+                examples, vocabulary, "paragraphs", batch_size=4, max_units=12,
+                max_tokens=T, extras=[extra, record], include_ids=True,
+            ).as_numpy_iterator()
+        )
+    count = 0
+    for batch in batches:
+        for i, example_id in enumerate(batch["example_id"]):
+            texts, features = seen[example_id.decode("utf-8")]
+            rows = len(texts)
+            expected = graphs.graph_for(
+                structure.Structured(
+                    features=features, texts=texts, report=structure.TruncationReport()
+                ),
+                "discourse",
+                marker_weight=2.0,
+            )
+            graph = batch[GRAPH][i]
+            np.testing.assert_allclose(graph[:rows, :rows], expected, atol=1e-6)
+            assert not graph[rows:].any() and not graph[:, rows:].any()
+            count += 1
+    assert count == len(examples)
+    # A corpus-level tf-idf model is not built in the graph: Python computes it.
+    assert pipeline.paragraph_graph("similarity", model=None).structurer_options is None
