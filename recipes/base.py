@@ -25,6 +25,7 @@ import dataclasses
 import hashlib
 import os
 
+from keras_hsum.data import DatasetOptions
 from keras_hsum.data import make_dataset
 from keras_hsum.data.example_features import ExampleStructure
 
@@ -169,18 +170,28 @@ def batches(
         raise _Probed(ExampleStructure(family, **_structure_arguments(structure)))
     from keras_hsum.data import shards
 
+    options = DatasetOptions(
+        batch_size=config.batch_size,
+        shuffle_buffer=shuffle_buffer if training else 0,
+        seed=seed,
+        pad_to_max=True,
+        repeat=training,
+        drop_remainder=training,
+        cache=cache,
+        max_examples=max_examples,
+    )
     if isinstance(source, (str, os.PathLike)) and shards.is_shard_folder(source):
         source = shards.ShardSource(os.fspath(source))
     if isinstance(source, shards.ShardSource):
         return shards.read_shards(
             source.folder,
-            batch_size=config.batch_size,
-            shuffle_buffer=shuffle_buffer if training else 0,
-            seed=seed,
-            pad_to_max=True,
-            repeat=training,
-            drop_remainder=training,
-            max_examples=max_examples,
+            batch_size=options.batch_size,
+            shuffle_buffer=options.shuffle_buffer,
+            seed=options.seed,
+            pad_to_max=options.pad_to_max,
+            repeat=options.repeat,
+            drop_remainder=options.drop_remainder,
+            max_examples=options.max_examples,
             # One shard after the other when not training: for a corpus file
             # split into contiguous shards, corpus order.
             cycle_length=None if training else 1,
@@ -192,20 +203,7 @@ def batches(
                 vocabulary_sha256=hashlib.sha256(vocabulary.proto).hexdigest(),
             ),
         )
-    return make_dataset(
-        source,
-        vocabulary,
-        family,
-        batch_size=config.batch_size,
-        shuffle_buffer=shuffle_buffer if training else 0,
-        seed=seed,
-        pad_to_max=True,
-        repeat=training,
-        drop_remainder=training,
-        cache=cache,
-        max_examples=max_examples,
-        **structure,
-    )
+    return make_dataset(source, vocabulary, family, options=options, **structure)
 
 
 def _structure_arguments(structure):

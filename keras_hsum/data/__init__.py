@@ -30,6 +30,7 @@ from keras_hsum.data.vocabulary import corpus_sentences
 
 _PIPELINE = (
     "make_dataset",
+    "DatasetOptions",
     "structured_examples",
     "training_pairs",
     "PipelineReport",

@@ -1031,31 +1031,108 @@ def _conform(features, specs, max_tokens, rows):
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class DatasetOptions:
+    """How `make_dataset` reads, orders and batches its examples: every
+    setting except the structure of one example (its family, sizes, family
+    options and extras), which `make_dataset` takes itself.
+
+    `make_dataset` checks the values (and raises its usual errors); the
+    object only carries them, so one can serve several datasets
+    (`dataclasses.replace` for a variant).
+
+    Attributes:
+        batch_size: B.
+        shuffle_buffer: examples in the shuffle buffer (0: no shuffling).
+        seed: the shuffle seed.
+        bucket_boundaries: increasing ints; examples are batched with others
+            whose P (N for `"flat"`) falls between the same boundaries
+            (bucket i holds boundaries[i-1] <= P < boundaries[i]).
+        pad_to_max: pad every batch to the maxima (static shapes); excludes
+            `bucket_boundaries`.
+        repeat: repeat the (reshuffled) source forever.
+        drop_remainder: drop a last batch (per bucket) smaller than B.
+        cache: None (no cache), `True` (cache structured examples in
+            memory) or a file path prefix; later epochs then skip reading
+            and structuring.
+        max_examples: use only the first this many good examples of the
+            source (None: all of them).
+        require_summary, skip_invalid, strict, unicode_errors, include_ids:
+            as in `structured_examples` (`example_id` is tf.string [B]).
+
+    Example:
+
+    ```python
+    options = DatasetOptions(batch_size=8, shuffle_buffer=256, seed=1,
+                             pad_to_max=True, repeat=True, drop_remainder=True)
+    dataset = make_dataset("train.jsonl", vocabulary, "paragraphs",
+                           max_units=24, max_tokens=100, options=options)
+    ```
+    """
+
+    batch_size: int
+    shuffle_buffer: int = 0
+    seed: int = 0
+    bucket_boundaries: object = None
+    pad_to_max: bool = False
+    repeat: bool = False
+    drop_remainder: bool = False
+    cache: object = None
+    max_examples: object = None
+    require_summary: bool = True
+    skip_invalid: bool = True
+    strict: bool = False
+    unicode_errors: str = "strict"
+    include_ids: bool = False
+
+
+def _dataset_options(options, keywords):
+    """The `DatasetOptions` of a `make_dataset` call: `options`, or one built
+    from the call's `DatasetOptions` keywords (never both)."""
+    names = [field.name for field in dataclasses.fields(DatasetOptions)]
+    unknown = sorted(set(keywords) - set(names))
+    if unknown:
+        raise TypeError(
+            f"make_dataset() got an unexpected keyword argument {unknown[0]!r}; "
+            f"its settings are the structure's (max_units, max_tokens, "
+            f"max_target_length, family_options, extras), report, options, and "
+            f"DatasetOptions' fields {names}."
+        )
+    if options is not None:
+        if keywords:
+            raise TypeError(
+                "make_dataset() received options= and the keyword(s) "
+                f"{sorted(keywords)}, which DatasetOptions also holds; pass "
+                "options=DatasetOptions(...) with every setting in it, or the "
+                "keywords alone."
+            )
+        if not isinstance(options, DatasetOptions):
+            raise TypeError(
+                "make_dataset's `options` must be a keras_hsum.data.DatasetOptions; "
+                f"received {type(options).__name__}."
+            )
+        return options
+    if "batch_size" not in keywords:
+        raise TypeError(
+            "make_dataset() missing 1 required keyword-only argument: 'batch_size' "
+            "(or pass options=DatasetOptions(batch_size=...))."
+        )
+    return DatasetOptions(**keywords)
+
+
 def make_dataset(
     source,
     vocabulary,
     family,
     *,
-    batch_size,
     max_units=None,
     max_tokens,
     max_target_length=None,
     family_options=None,
     extras=None,
-    shuffle_buffer=0,
-    seed=0,
-    bucket_boundaries=None,
-    pad_to_max=False,
-    repeat=False,
-    drop_remainder=False,
     report=None,
-    require_summary=True,
-    skip_invalid=True,
-    strict=False,
-    unicode_errors="strict",
-    include_ids=False,
-    cache=None,
-    max_examples=None,
+    options=None,
+    **option_keywords,
 ):
     """A `tf.data.Dataset` of padded batches for one model family.
 
@@ -1077,7 +1154,6 @@ def make_dataset(
         vocabulary: a `Vocabulary`.
         family: `"paragraphs"`, `"sections"`, `"snippets"`, `"sentences"`
             or `"flat"`.
-        batch_size: B.
         max_units: P, the most rows per example (not used by `"flat"`).
         max_tokens: T, tokens per row (N, the most tokens, for `"flat"`).
         max_target_length: S; when given, batches carry `target` [B,S].
@@ -1085,23 +1161,13 @@ def make_dataset(
         extras: callables `(example, structured) -> dict of numpy arrays`
             (e.g. `ranker_targets`); see the module docstring for their
             signature.
-        shuffle_buffer: examples in the shuffle buffer (0: no shuffling).
-        seed: the shuffle seed.
-        bucket_boundaries: increasing ints; examples are batched with others
-            whose P (N for `"flat"`) falls between the same boundaries
-            (bucket i holds boundaries[i-1] <= P < boundaries[i]).
-        pad_to_max: pad every batch to the maxima (static shapes); excludes
-            `bucket_boundaries`.
-        repeat: repeat the (reshuffled) source forever.
-        drop_remainder: drop a last batch (per bucket) smaller than B.
         report: a `PipelineReport` that receives the counts.
-        require_summary, skip_invalid, strict, unicode_errors, include_ids:
-            as in `structured_examples` (`example_id` is tf.string [B]).
-        cache: None (no cache), `True` (cache structured examples in
-            memory) or a file path prefix; later epochs then skip reading
-            and structuring.
-        max_examples: use only the first this many good examples of the
-            source (None: all of them).
+        options: a `DatasetOptions`: batch size, shuffling, bucketing,
+            padding, repetition, caching, and what to do with invalid
+            examples.
+        **option_keywords: instead of `options`, its fields as keywords
+            (`batch_size=8, shuffle_buffer=256, ...`; `batch_size` is then
+            required). Passing both is a TypeError.
 
     Returns:
         A dataset of dicts: `tokens` int32 [B,P,T], `token_mask` bool
@@ -1121,6 +1187,7 @@ def make_dataset(
     localhost/_0_SentencepieceOp/... does not exist" when iterated). Build
     datasets after setting seeds.
     """
+    options = _dataset_options(options, option_keywords)
     if not isinstance(source, (str, os.PathLike)):
         if iter(source) is source:
             raise TypeError(
@@ -1134,14 +1201,17 @@ def make_dataset(
             f"make_dataset source {os.fspath(source)!r} does not exist; expected a "
             "JSONL/text file, a folder of them, or a collection of Example."
         )
-    batch_size = check_int("batch_size", batch_size)
-    shuffle_buffer = check_int("shuffle_buffer", shuffle_buffer, 0, hint=" (0: no shuffling)")
+    batch_size = check_int("batch_size", options.batch_size)
+    shuffle_buffer = check_int(
+        "shuffle_buffer", options.shuffle_buffer, 0, hint=" (0: no shuffling)"
+    )
     if not hasattr(vocabulary, "encode_batch") or not hasattr(vocabulary, "pad_id"):
         raise ValueError(
             "`vocabulary` must be a keras_hsum.data.Vocabulary (e.g. "
             f"Vocabulary.load(path)); received {type(vocabulary).__name__}."
         )
-    max_examples = check_int("max_examples", max_examples, allow_none=True)
+    max_examples = check_int("max_examples", options.max_examples, allow_none=True)
+    bucket_boundaries, pad_to_max = options.bucket_boundaries, options.pad_to_max
     if pad_to_max and bucket_boundaries:
         raise ValueError(
             "pad_to_max=True pads every batch to the maxima, which makes "
@@ -1157,13 +1227,13 @@ def make_dataset(
                 f"ints, received {list(bucket_boundaries)!r}."
             )
     report = report if report is not None else PipelineReport()
-    dataset, specs, options, _ = _prepared(
+    dataset, specs, structure_options, _ = _prepared(
         source, vocabulary, family, max_units, max_tokens, max_target_length,
-        family_options, extras, report, require_summary, skip_invalid, strict,
-        unicode_errors, include_ids,
+        family_options, extras, report, options.require_summary, options.skip_invalid,
+        options.strict, options.unicode_errors, options.include_ids,
     )
     sizes = axis_sizes(
-        max_units, max_tokens, max_target_length, options.get("context_length")
+        max_units, max_tokens, max_target_length, structure_options.get("context_length")
     )
     padded_shapes = {
         name: tf.TensorShape(padded_shape(name, spec, sizes, pad_to_max, _missing_size))
@@ -1178,13 +1248,13 @@ def make_dataset(
     }
     if max_examples is not None:
         dataset = dataset.take(max_examples)
-    if cache:
-        dataset = dataset.cache("" if cache is True else os.fspath(cache))
+    if options.cache:
+        dataset = dataset.cache("" if options.cache is True else os.fspath(options.cache))
     if shuffle_buffer:
         dataset = dataset.shuffle(
-            shuffle_buffer, seed=seed, reshuffle_each_iteration=True
+            shuffle_buffer, seed=options.seed, reshuffle_each_iteration=True
         )
-    if repeat:
+    if options.repeat:
         dataset = dataset.repeat()
     if bucket_boundaries:
         length_feature = TOKENS if family == "flat" else PARAGRAPH_MASK
@@ -1194,14 +1264,14 @@ def make_dataset(
             bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
             padded_shapes=padded_shapes,
             padding_values=padding_values,
-            drop_remainder=drop_remainder,
+            drop_remainder=options.drop_remainder,
         )
     else:
         dataset = dataset.padded_batch(
             batch_size,
             padded_shapes=padded_shapes,
             padding_values=padding_values,
-            drop_remainder=drop_remainder,
+            drop_remainder=options.drop_remainder,
         )
     return dataset.prefetch(tf.data.AUTOTUNE)
 

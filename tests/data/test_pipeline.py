@@ -6,6 +6,7 @@ same example (what a batch row must hold), rouge-score's own `RougeScorer`
 example), and the corpus lines themselves (what a corrupt file must yield).
 """
 
+import dataclasses
 import gzip
 import itertools
 import json
@@ -769,3 +770,79 @@ def test_truncation_report_equals_the_builders(family, examples, vocabulary):
     moved = [name for name, value in expected.as_dict().items() if value]
     print(f"\n{family}: {expected}")
     assert "dropped_tokens" in moved and "target_dropped_tokens" in moved
+
+
+# ---- DatasetOptions: the object and the keywords build the same dataset ----
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        # Shuffled, bucketed, with ids, a cache and a cut: every stage that
+        # an option switches on.
+        dict(batch_size=3, shuffle_buffer=16, seed=5, bucket_boundaries=[4, 8],
+             cache=True, max_examples=7, include_ids=True),
+        # Static shapes, repeated (reshuffled) epochs, full batches only.
+        dict(batch_size=2, shuffle_buffer=8, seed=1, pad_to_max=True, repeat=True,
+             drop_remainder=True, include_ids=True),
+    ],
+    ids=["bucketed", "padded_repeated"],
+)
+def test_dataset_options_build_the_batches_of_the_same_keywords(
+    settings, examples, vocabulary
+):
+    def build(**how):
+        dataset = pipeline.make_dataset(
+            examples[:10], vocabulary, "sentences", max_units=MAX_UNITS,
+            max_tokens=MAX_TOKENS, max_target_length=MAX_TARGET, **how,
+        )
+        return _numpy(dataset.take(6))
+
+    by_keywords = build(**settings)
+    by_options = build(options=pipeline.DatasetOptions(**settings))
+    assert len(by_keywords) == len(by_options) >= 3
+    for x, y in zip(by_keywords, by_options):
+        assert set(x) == set(y)
+        for name in x:
+            np.testing.assert_array_equal(x[name], y[name], err_msg=name)
+    if settings.get("repeat"):  # 10 examples fill 5 batches of 2: a 6th repeats
+        assert len(by_keywords) == 6
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (dict(options="options", shuffle_buffer=4, seed=2),
+         r"options= and the keyword\(s\) \['seed', 'shuffle_buffer'\]"),
+        (dict(batch_size=2, shuffle=True), "unexpected keyword argument 'shuffle'"),
+        (dict(), "missing 1 required keyword-only argument: 'batch_size'"),
+        (dict(options={"batch_size": 2}), "must be a keras_hsum.data.DatasetOptions; "
+                                          "received dict"),
+    ],
+    ids=["both", "unknown", "no_batch_size", "not_options"],
+)
+def test_dataset_options_misuse_is_a_type_error_naming_the_conflict(
+    call, match, examples, vocabulary
+):
+    if call.get("options") == "options":
+        call = dict(call, options=pipeline.DatasetOptions(batch_size=2))
+    with pytest.raises(TypeError, match=match):
+        pipeline.make_dataset(
+            examples[:2], vocabulary, "sentences", max_units=MAX_UNITS,
+            max_tokens=MAX_TOKENS, **call,
+        )
+
+
+def test_dataset_options_is_exported_and_frozen():
+    from keras_hsum.data import DatasetOptions
+
+    options = DatasetOptions(batch_size=4)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.batch_size = 8
+    assert DatasetOptions is pipeline.DatasetOptions
+    # Its defaults are make_dataset's keyword defaults from before the object.
+    assert dataclasses.asdict(options) == dict(
+        batch_size=4, shuffle_buffer=0, seed=0, bucket_boundaries=None,
+        pad_to_max=False, repeat=False, drop_remainder=False, cache=None,
+        max_examples=None, require_summary=True, skip_invalid=True, strict=False,
+        unicode_errors="strict", include_ids=False,
+    )
