@@ -1,23 +1,34 @@
 """Throughput of the tf.data pipelines, and how it compares to training.
 
-For each corpus (default: qmsum_general, ~10k-word meetings, and
-scisummnet, ~4.5k-word papers; the full shared corpora when present, else
-the bundled sample), each limit setting and each family, this runs the
-whole pipeline of `keras_hsum.data.pipeline.make_dataset` (read → structure
-→ target → padded tf.data batches, iterated to the end) and reports
-examples/s, source tokens/s (real tokens in the batches) and batches/s, for
-a first pass and for a second epoch read from `cache=True`.
+For each recipe (default: ht, pht, seal, discourse, shte, flat: one per
+family) this reads the first `--max-examples` records of the recipe's
+default training corpus (../shared/data when present, else the bundled
+sample) with a SentencePiece vocabulary of the tiny configs' size trained on
+them, and measures in one run:
 
-Target (the issue): "the pipeline is never the bottleneck, at least 10× the
-training-step rate of the tiny recipes that will use it". The recipes do not
-exist yet, so the same run times a STAND-IN tiny model on the same batches:
-an HT-like encoder-decoder, width 64, 2 heads, 2 local
-`keras_hub.layers.TransformerEncoder` layers over tokens reshaped to
-[B·P,T,D] (over [B,N,D] for `flat`), one `keras_hub.layers.TransformerDecoder`
-layer that cross-attends the flattened token memory, and a Dense(V) head;
-compiled with Adam and stepped with `train_on_batch`. The ratio is pipeline
-batches/s ÷ training steps/s. Replace the stand-in by the tiny recipes once
-they exist.
+- train: steps/s of the TINY recipe's model, built and compiled as
+  `keras-hsum train` does (`keras_hsum.training.trainer.build_compiled_model`:
+  the recipe's loss, optimizer and metrics), `train_on_batch` on real
+  batches of the recipe's own `make_dataset`, after warm-up steps;
+- pipeline: batches/s of the recipe's training `make_dataset` (shuffled,
+  repeated, uncached, so every batch is structured from text), timed over
+  `--epochs` passes after one untimed pass, on all cores and on one tf.data
+  thread (`private_threadpool_size=1`, `max_intra_op_parallelism=1`);
+- shards: the same `make_dataset` reading the TFRecord shards that
+  `keras-hsum preprocess` (1 DirectRunner worker) wrote from the same
+  records (SHTE has none: it draws new negative pairs every epoch);
+
+and the ratios pipeline ÷ step (target ≥ 10×) and shards ÷ step (target
+≥ 50×), measured in the same run. The same pipeline and shard rates are
+measured for each recipe's PAPER structure (batch 8, tiny vocabulary) for a
+projection of the paper configs on one H100: FLOPs of one training step
+(`--paper-flops`: XLA's cost analysis of the recipe loss's value and
+gradient under KERAS_BACKEND=jax for one paper example, × the paper batch;
+discourse by hand, as XLA counts one iteration of an LSTM scan) at an
+assumed 40% of the H100's dense bf16 peak (989.4 TFLOP/s) give steps/s and
+the examples/s the input must deliver, against the paper pipeline's
+one-thread rate × 16 cores × the per-core efficiency of the second core
+measured here.
 
 `--structurer` times the serving side instead: the in-graph
 `keras_hsum.data.structurer.TextStructurer` on ONE document without a
@@ -37,9 +48,10 @@ process tree (psutil, sampled every 0.2 s), and the shards' example count
 against N.
 
 Usage (from the repository root):
-    python benchmarks/data_pipeline.py --quick          # smoke test, < 1 min
-    python benchmarks/data_pipeline.py                  # full corpora
-    python benchmarks/data_pipeline.py --datasets scisummnet --max-examples 100
+    python benchmarks/data_pipeline.py --quick          # smoke test (pht), ~3 min
+    python benchmarks/data_pipeline.py --paper-flops    # FLOPs of the paper configs, ~10 min
+    python benchmarks/data_pipeline.py                  # every family, ~15 min
+    python benchmarks/data_pipeline.py --recipes ht pht --max-examples 64
     python benchmarks/data_pipeline.py --structurer     # ~1 min
     python benchmarks/data_pipeline.py --shards         # ~1 min
     python benchmarks/data_pipeline.py --corpus-scale 2000 8000
@@ -66,12 +78,9 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import keras  # noqa: E402
-import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from tqdm import tqdm  # noqa: E402
 
-from keras_hsum.data import pipeline  # noqa: E402
 from keras_hsum.data.corpora import SAMPLE_ROOT  # noqa: E402
 from keras_hsum.data.corpora import corpus_path  # noqa: E402
 from keras_hsum.data.reader import read_examples  # noqa: E402
@@ -80,174 +89,445 @@ from keras_hsum.data.vocabulary import corpus_sentences  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
-# Limits: "tiny" as the tiny recipes will use them, "paper" as in HT
-# (Liu & Lapata 2019: 30 paragraphs of 100 tokens). `flat_tokens` is N of the
-# FlatTransformer baseline (HT's FT reads 1,600 tokens).
-SETTINGS = {
-    "tiny": {"max_units": 16, "max_tokens": 64, "flat_tokens": 1024, "max_target_length": 128},
-    "paper": {"max_units": 30, "max_tokens": 100, "flat_tokens": 1600, "max_target_length": 128},
-}
-# Variants measured: (label, family, extras).
-VARIANTS = (
-    ("paragraphs", "paragraphs", ()),
-    ("paragraphs+ranker_targets", "paragraphs", (pipeline.ranker_targets,)),
-    ("sections", "sections", ()),
-    ("snippets", "snippets", ()),
-    ("sentences", "sentences", ()),
-    ("flat", "flat", ()),
-)
+# The recipes measured by default (one per family; `--recipes` for others).
+RECIPES = ("ht", "pht", "seal", "discourse", "shte", "flat")
+# The H100 projection: dense bf16 peak of one H100 SXM (989.4 TFLOP/s,
+# NVIDIA's datasheet, without sparsity) at an assumed model FLOP utilisation.
+H100_PEAK_FLOPS = 989.4e12
+ASSUMED_MFU = 0.40
+HOST_CORES = 16
+PAPER_FLOPS_STEM = os.path.join(RESULTS, "data_pipeline_paper_flops")
 
 
-class StandInSummarizer(keras.Model):
-    """A stand-in tiny hierarchical encoder-decoder (until recipes exist).
+def _subset(path, count, out):
+    """The first `count` non-blank JSONL records of `path` (gzip or not) in `out`."""
+    import gzip
 
-    Local encoder layers run on tokens [B·P,T,D] (hierarchical families) or
-    [B,N,D] (`flat`); one decoder layer cross-attends the flattened token
-    memory [B,P·T,D]; a Dense head gives logits [B,S-1,V].
-    """
-
-    def __init__(self, vocabulary_size, hierarchical, width=64, heads=2, layers=2, **kwargs):
-        super().__init__(**kwargs)
-        self.hierarchical = hierarchical
-        self.width = width
-        self.embedding = keras.layers.Embedding(vocabulary_size, width)
-        self.encoders = [
-            keras_hub.layers.TransformerEncoder(intermediate_dim=2 * width, num_heads=heads)
-            for _ in range(layers)
-        ]
-        self.target_embedding = keras.layers.Embedding(vocabulary_size, width)
-        self.decoder = keras_hub.layers.TransformerDecoder(
-            intermediate_dim=2 * width, num_heads=heads
-        )
-        self.head = keras.layers.Dense(vocabulary_size)
-
-    def call(self, inputs):
-        tokens, token_mask = inputs["tokens"], inputs["token_mask"]
-        if self.hierarchical:
-            _, rows, length = tokens.shape
-            x = self.embedding(keras.ops.reshape(tokens, (-1, length)))
-            mask = keras.ops.reshape(token_mask, (-1, length))
-        else:
-            x, mask = self.embedding(tokens), token_mask
-        for encoder in self.encoders:
-            x = encoder(x, padding_mask=mask)
-        if self.hierarchical:
-            x = keras.ops.reshape(x, (-1, rows * length, self.width))
-            mask = keras.ops.reshape(token_mask, (-1, rows * length))
-        y = self.target_embedding(inputs["decoder_tokens"])
-        y = self.decoder(
-            y,
-            x,
-            decoder_padding_mask=inputs["target_mask"],
-            encoder_padding_mask=mask,
-        )
-        return self.head(y)
+    opener = gzip.open if path.endswith(".gz") else open
+    written = 0
+    with opener(path, "rt", encoding="utf-8") as source, open(out, "w", encoding="utf-8") as sink:
+        for line in source:
+            if line.strip():
+                sink.write(line if line.endswith("\n") else line + "\n")
+                written += 1
+                if written == count:
+                    break
+    return written
 
 
-def _limits(family, setting):
-    limits = SETTINGS[setting]
-    if family == "flat":
-        return {"max_tokens": limits["flat_tokens"]}
-    return {"max_units": limits["max_units"], "max_tokens": limits["max_tokens"]}
+def _single_threaded(dataset):
+    """`dataset` run by one tf.data thread, one thread per op."""
+    options = tf.data.Options()
+    options.threading.private_threadpool_size = 1
+    options.threading.max_intra_op_parallelism = 1
+    return dataset.with_options(options)
 
 
-def _dataset(path, vocabulary, family, extras, setting, args, report=None, cache=None):
-    return pipeline.make_dataset(
-        path,
-        vocabulary,
-        family,
-        batch_size=args.batch_size,
-        max_target_length=SETTINGS[setting]["max_target_length"],
-        extras=extras,
-        pad_to_max=True,
-        report=report,
-        cache=cache,
-        max_examples=args.max_examples,
-        **_limits(family, setting),
-    )
+def _batch_examples(element):
+    inputs = element[0]
+    return int(next(iter(inputs.values())).shape[0])
 
 
-def _iterate(dataset, description, total):
-    """Iterates a dataset to the end; returns (seconds, batches, examples, tokens)."""
-    batches = examples = tokens = 0
+def _steady_rate(dataset, batches, skip, threads=None):
+    """Batches/s and examples/s over `batches` batches after `skip` untimed
+    ones. `make_dataset` shuffles each pass before repeating it, so its first
+    batch waits for the whole first pass (with tracing and start-up) and the
+    rest of that pass is then already structured: `skip` is one pass."""
+    if threads == 1:
+        dataset = _single_threaded(dataset)
+    iterator = iter(dataset)
     start = time.perf_counter()
-    for batch in tqdm(dataset, desc=description, total=total, unit="batch", leave=False):
-        batches += 1
-        examples += int(batch["tokens"].shape[0])
-        tokens += int(tf.math.count_nonzero(batch["token_mask"]))
-    return time.perf_counter() - start, batches, examples, tokens
-
-
-def measure_pipeline(path, vocabulary, label, family, extras, setting, args, num_examples):
-    """Times a first pass and a cached second epoch of one pipeline."""
-    report = pipeline.PipelineReport()
-    dataset = _dataset(path, vocabulary, family, extras, setting, args, report, cache=True)
-    total = math.ceil(num_examples / args.batch_size)
-    seconds, batches, examples, tokens = _iterate(dataset, f"{label}/{setting}", total)
-    cached_seconds, *_ = _iterate(dataset, f"{label}/{setting} (cached)", total)
+    for _ in range(skip):
+        _batch_examples(next(iterator))
+    first = time.perf_counter() - start
+    examples = 0
+    start = time.perf_counter()
+    for _ in range(batches):
+        examples += _batch_examples(next(iterator))
+    seconds = time.perf_counter() - start
     return {
-        "variant": label,
-        "family": family,
-        "setting": setting,
-        "limits": _limits(family, setting),
-        "examples": examples,
-        "batches": batches,
-        "source_tokens": tokens,
-        "seconds": seconds,
+        "first_pass_seconds": first, "skipped_batches": skip, "batches": batches,
+        "examples": examples, "seconds": seconds, "batches_per_s": batches / seconds,
         "examples_per_s": examples / seconds,
-        "tokens_per_s": tokens / seconds,
-        "batches_per_s": batches / seconds,
-        "cached_batches_per_s": batches / cached_seconds,
-        "skipped": report.skipped,
     }
 
 
-def warm_up(path, vocabulary, args):
-    """Runs every variant over one batch, so that one-time costs (tf.data
-    and py_function start-up, first tokenisation) are not timed."""
-    for _, family, extras in VARIANTS:
-        dataset = pipeline.make_dataset(
-            path,
-            vocabulary,
-            family,
-            batch_size=2,
-            max_target_length=16,
-            extras=extras,
-            pad_to_max=True,
-            max_examples=2,
-            **_limits(family, "tiny"),
+def _pipeline_rates(recipe, config, source, vocabulary, batches, label, skip):
+    """The recipe's training `make_dataset` (shuffled, repeated, uncached: every
+    batch is structured from text, or read from shards) on all cores and on one
+    thread."""
+    rates = {}
+    for threads in (None, 1):
+        keras.utils.set_random_seed(0)
+        dataset = recipe.make_dataset(config, source, vocabulary, training=True)
+        rates["all_cores" if threads is None else "one_thread"] = rate = _steady_rate(
+            dataset, batches, skip, threads
         )
-        for _ in dataset:
-            pass
-
-
-def measure_training(path, vocabulary, family, setting, args):
-    """Training steps/s of the stand-in model on this pipeline's batches."""
-    dataset = pipeline.training_pairs(
-        _dataset(path, vocabulary, family, (), setting, args), vocabulary.pad_id
+        print(f"  {label} ({'all cores' if threads is None else '1 thread'}): "
+              f"{rate['batches_per_s']:.2f} batches/s, {rate['examples_per_s']:.1f} examples/s")
+    rates["two_core_scaling"] = (
+        rates["all_cores"]["examples_per_s"] / rates["one_thread"]["examples_per_s"]
     )
+    return rates
+
+
+def _training_rate(recipe, config, source, vocabulary, args):
+    """Steps/s of the tiny recipe's model, built and compiled as the trainer
+    does, on real batches of its own make_dataset (after warm-up steps)."""
+    from keras_hsum.training.trainer import build_compiled_model
+
+    keras.utils.set_random_seed(config.seed)
+    dataset = recipe.make_dataset(config, source, vocabulary, training=True)
     batches = list(dataset.take(args.train_batches))
-    keras.utils.set_random_seed(0)
-    model = StandInSummarizer(vocabulary.vocabulary_size, hierarchical=family != "flat")
-    model.compile(
-        optimizer=keras.optimizers.Adam(1e-3),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-    )
+    model = build_compiled_model(recipe, config, vocabulary.vocabulary_size, batches[0][0])
     for inputs, labels, weights in batches[:1] * args.warmup_steps:
         model.train_on_batch(inputs, labels, sample_weight=weights)
     start = time.perf_counter()
-    steps = itertools.islice(itertools.cycle(batches), args.train_steps)
-    for inputs, labels, weights in tqdm(
-        steps, desc=f"train stand-in {family}/{setting}", total=args.train_steps, leave=False
-    ):
+    for inputs, labels, weights in itertools.islice(itertools.cycle(batches), args.train_steps):
         model.train_on_batch(inputs, labels, sample_weight=weights)
     seconds = time.perf_counter() - start
-    return {
-        "steps_per_s": args.train_steps / seconds,
-        "steps": args.train_steps,
-        "parameters": int(model.count_params()),
+    rate = {
+        "steps_per_s": args.train_steps / seconds, "steps": args.train_steps,
+        "batch_size": _batch_examples(batches[0]), "parameters": int(model.count_params()),
         "jit_compile": bool(model.jit_compile),
     }
+    print(f"  train {rate['steps_per_s']:.2f} steps/s ({rate['parameters']:,} parameters, "
+          f"jit_compile={rate['jit_compile']})")
+    return rate
+
+
+def _shard_folder(folder, name, config_name):
+    return os.path.join(folder, f"shards-{name}-{config_name}")
+
+
+def write_shards(args, folder):
+    """Runs `keras-hsum preprocess` (its `main`, in this process: 1 DirectRunner
+    worker, 2 shards) for the tiny and paper configs of every recipe that can
+    be preprocessed, before anything is timed. Returns {(recipe, config):
+    seconds, or the reason it has no shards}."""
+    from keras_hsum import cli
+    from keras_hsum import recipes
+    from keras_hsum.recipes.base import example_structure
+
+    done = {}
+    for name in args.recipes:
+        recipe = recipes.get(name)
+        corpus, _, vocab, vocabulary = _recipe_corpus(recipe, args, folder)
+        for config_name in ("tiny",) + (() if args.no_paper else ("paper",)):
+            if config_name not in recipe.CONFIGS:
+                continue
+            try:
+                example_structure(recipe, recipes.config(name, config_name), vocabulary,
+                                  training=True)
+            except ValueError as error:
+                done[name, config_name] = str(error)
+                continue
+            command = _preprocess_command(corpus, _shard_folder(folder, name, config_name),
+                                          vocab, 1, 2, recipe=name, config=config_name)
+            started = time.perf_counter()
+            if cli.main(command[3:]):
+                raise RuntimeError(f"keras-hsum {' '.join(command[3:])} failed")
+            done[name, config_name] = time.perf_counter() - started
+            print(f"preprocess {name}/{config_name}: {done[name, config_name]:.0f} s")
+    return done
+
+
+def _shard_rates(name, config_name, recipe, config, vocabulary, folder, batches, written):
+    """Reads the shards `write_shards` wrote through the recipe's make_dataset;
+    the reason instead when the recipe has none."""
+    if isinstance(written.get((name, config_name)), str):
+        return {"skipped": written[name, config_name]}
+    rates = _pipeline_rates(recipe, config, _shard_folder(folder, name, config_name),
+                            vocabulary, 8 * batches, f"shards/{config_name}",
+                            max(1, batches // 2))
+    rates["preprocess_seconds"] = written[name, config_name]
+    return rates
+
+
+def _recipe_corpus(recipe, args, folder):
+    """(subset file of the recipe's default training corpus, its source, the
+    vocabulary file and Vocabulary), cached per corpus in `folder`."""
+    from keras_hsum.data.vocabulary import corpus_sentences as sentences
+
+    dataset = recipe.DEFAULT_DATASET
+    subset = os.path.join(folder, f"{dataset}.jsonl")
+    vocab = os.path.join(folder, f"vocabulary-{dataset}.model")
+    path = corpus_path(dataset, args.split)
+    source = "bundled sample" if path.startswith(SAMPLE_ROOT) else "shared corpus"
+    if not os.path.exists(subset):
+        _subset(path, args.max_examples, subset)
+        examples = list(itertools.islice(read_examples(subset, skip_invalid=True),
+                                         args.vocabulary_examples))
+        Vocabulary.train(sentences(examples), vocabulary_size=args.vocabulary_size).save(vocab)
+    return subset, source, vocab, Vocabulary.load(vocab)
+
+
+def measure_recipe(name, args, folder, paper_flops, written):
+    from keras_hsum import recipes
+
+    recipe = recipes.get(name)
+    tiny = recipes.config(name, "tiny")
+    paper = recipes.config(name, "paper") if "paper" in recipe.CONFIGS else None
+    corpus, source, _, vocabulary = _recipe_corpus(recipe, args, folder)
+    examples = sum(1 for _ in read_examples(corpus, skip_invalid=True))
+    skip = max(1, examples // tiny.batch_size)  # one pass
+    batches = args.epochs * skip
+    print(f"{name}: {recipe.DEFAULT_DATASET} ({source}), first {examples} examples, "
+          f"{batches} timed batches of {tiny.batch_size}")
+    row = {
+        "recipe": name, "dataset": recipe.DEFAULT_DATASET, "source": source,
+        "examples": examples, "batch_size": tiny.batch_size,
+        "train": _training_rate(recipe, tiny, corpus, vocabulary, args),
+        "pipeline": _pipeline_rates(recipe, tiny, corpus, vocabulary, batches, "pipeline/tiny",
+                                    skip),
+    }
+    if not args.no_shards:
+        row["shards"] = _shard_rates(name, "tiny", recipe, tiny, vocabulary, folder, batches,
+                                     written)
+    step = row["train"]["steps_per_s"]
+    row["pipeline_ratio"] = row["pipeline"]["all_cores"]["batches_per_s"] / step
+    shards = row.get("shards") or {}
+    row["shards_ratio"] = shards["all_cores"]["batches_per_s"] / step if "all_cores" in shards else None
+    if paper is not None and not args.no_paper:
+        # The paper config's structure, batched as the tiny one (examples/s
+        # is what the projection needs) and with the tiny vocabulary.
+        paper_small = paper.replace(batch_size=tiny.batch_size)
+        row["paper"] = {
+            "batch_size": paper.batch_size,
+            "pipeline": _pipeline_rates(recipe, paper_small, corpus, vocabulary, batches,
+                                        "pipeline/paper", skip),
+        }
+        if not args.no_shards:
+            row["paper"]["shards"] = _shard_rates(
+                name, "paper", recipe, paper_small, vocabulary, folder, batches, written
+            )
+        row["paper"]["projection"] = _projection(row["paper"], paper_flops.get(name))
+    return row
+
+
+def _projected_host_rate(rates):
+    """Examples/s on a HOST_CORES-core host: one thread's rate × HOST_CORES ×
+    the per-core efficiency measured on this machine's 2 cores (scaling / 2)."""
+    if not rates or "one_thread" not in rates:
+        return None
+    efficiency = min(1.0, rates["two_core_scaling"] / 2)
+    return rates["one_thread"]["examples_per_s"] * HOST_CORES * efficiency
+
+
+def _projection(paper, flops):
+    if not flops:
+        return None
+    step_flops = flops["flops_per_example"] * paper["batch_size"]
+    steps = ASSUMED_MFU * H100_PEAK_FLOPS / step_flops
+    needed = steps * paper["batch_size"]
+    pipeline_rate = _projected_host_rate(paper["pipeline"])
+    shards_rate = _projected_host_rate(paper.get("shards"))
+    return {
+        "flops_per_step": step_flops, "flops_method": flops["method"],
+        "h100_steps_per_s": steps, "examples_per_s_needed": needed,
+        "pipeline_host_examples_per_s": pipeline_rate,
+        "pipeline_keeps_up": pipeline_rate >= needed,
+        "shards_host_examples_per_s": shards_rate,
+        "shards_keep_up": None if shards_rate is None else shards_rate >= needed,
+    }
+
+
+# --paper-flops: FLOPs of one training step of each paper config (a child
+# process under KERAS_BACKEND=jax, as benchmarks/train_throughput.py counts).
+
+
+def _discourse_forward_flops(config):
+    """Forward multiply-adds ×2 of DiscourseSummarizer per example, counted by
+    hand: XLA's cost analysis counts one iteration of each LSTM scan."""
+    P, T, S = config.max_sections, config.max_section_length, config.max_target_length
+    D, E, V = config.hidden_dim, config.embedding_dim, config.vocabulary_size
+    words = P * T
+    lstm = lambda inputs, units: 2 * 4 * units * (inputs + units)  # noqa: E731
+    encoder = (
+        2 * words * lstm(E, D)  # word-level BiLSTM
+        + words * 2 * 2 * D * D  # word_reduce
+        + 2 * P * lstm(D, D) + P * 2 * 2 * D * D  # section BiLSTM and reduce
+        + (words + P) * 2 * D * D  # attention keys of words and sections
+    )
+    step = (
+        lstm(E + D, D)  # decoder cell on [x; context]
+        + 2 * 2 * D * D  # attention queries (words, sections)
+        + words * 5 * D + P * 5 * D  # additive scores (add, tanh, v·) and context
+        + 2 * 2 * D * D  # output projection V [h; c]
+        + 2 * D * V + 5 * V  # vocabulary projection and softmax
+    )
+    return encoder + S * step
+
+
+def _flops_child(args):
+    """Child (KERAS_BACKEND=jax): training-step FLOPs of one paper example."""
+    import jax
+
+    from keras_hsum import recipes
+    from keras_hsum.training.trainer import recipe_loss
+
+    recipe = recipes.get(args.flops_child)
+    config = recipes.config(args.flops_child, "paper")
+    vocabulary = Vocabulary.load(args.flops_vocabulary)
+    keras.utils.set_random_seed(0)
+    dataset = recipe.make_dataset(
+        config.replace(batch_size=1), args.flops_corpus, vocabulary, training=True,
+        max_examples=4,
+    )
+    x, y, w = (
+        {k: np.asarray(v) for k, v in part.items()} if isinstance(part, dict) else np.asarray(part)
+        for part in next(iter(dataset))
+    )
+    model = recipe.build_model(config, config.vocabulary_size)
+    model(x, training=False)
+    loss_object = recipe_loss(recipe, config)
+
+    def loss_fn(trainable, non_trainable, x, y, w):
+        y_pred, _, losses = model.stateless_call(
+            trainable, non_trainable, x, training=True, return_losses=True
+        )
+        loss = loss_object(y, y_pred, sample_weight=w)
+        for extra in losses:
+            loss = loss + extra
+        return loss
+
+    trainable = [v.value for v in model.trainable_variables]
+    non_trainable = [v.value for v in model.non_trainable_variables]
+    lowered = jax.jit(jax.value_and_grad(loss_fn)).lower(trainable, non_trainable, x, y, w)
+    analysis = lowered.cost_analysis()
+    if isinstance(analysis, (list, tuple)):
+        analysis = analysis[0]
+    row = {
+        "recipe": args.flops_child, "parameters": int(model.count_params()),
+        "input_shapes": {k: list(v.shape) for k, v in x.items()},
+        "xla_flops_per_example": float(analysis["flops"]),
+        "flops_per_example": float(analysis["flops"]),
+        "method": "XLA cost analysis of jax.value_and_grad of the recipe loss (batch 1)",
+    }
+    if args.flops_child == "discourse":
+        row["flops_per_example"] = 3.0 * _discourse_forward_flops(config)
+        row["method"] = ("by hand: 3 x forward (LSTM cells, attention, projections); "
+                         "XLA counts one iteration of each LSTM scan")
+    print(json.dumps(row))
+
+
+def measure_paper_flops(args, folder):
+    import subprocess
+
+    from keras_hsum import recipes
+
+    rows = {}
+    for name in args.recipes:
+        recipe = recipes.get(name)
+        if "paper" not in recipe.CONFIGS:
+            continue
+        corpus, _, vocab, _ = _recipe_corpus(recipe, args, folder)
+        env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
+        command = [sys.executable, os.path.abspath(__file__), "--flops-child", name,
+                   "--flops-corpus", corpus, "--flops-vocabulary", vocab]
+        started = time.perf_counter()
+        done = subprocess.run(command, env=env, capture_output=True, text=True)
+        lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+        if done.returncode or not lines:
+            rows[name] = {"error": done.stderr.strip().splitlines()[-3:]}
+        else:
+            rows[name] = json.loads(lines[-1])
+        rows[name]["seconds"] = time.perf_counter() - started
+        print(name, json.dumps(rows[name])[:300])
+    return rows
+
+
+def _load_paper_flops():
+    try:
+        with open(PAPER_FLOPS_STEM + ".json", encoding="utf-8") as handle:
+            return json.load(handle)
+    except OSError:
+        return None
+
+
+def _fmt(value, spec=".1f"):
+    return "n/a" if value is None else format(value, spec)
+
+
+def _yes(value):
+    return "n/a" if value is None else ("yes" if value else "no")
+
+
+def markdown(result):
+    """The results as markdown: the tiny recipes' ratios, then the projection."""
+    lines = [
+        f"# Data pipeline vs training step, per tiny recipe ({result['date']}"
+        f"{', quick' if result['quick'] else ''})",
+        "",
+        f"One run on a shared {result['machine']['cpus']}-CPU machine (other developers ran "
+        f"tests on it at the same time: compare the ratios, measured in the same run, not "
+        f"the absolute rates); TensorFlow {result['machine']['tensorflow']}. Each recipe "
+        f"reads the first {result['max_examples']} records of its default training corpus "
+        f"with a {result['vocabulary_size']}-piece SentencePiece vocabulary trained on its "
+        "first examples. Train: `train_on_batch` steps/s of the tiny recipe's model built "
+        "and compiled as the trainer does (`build_compiled_model`), on real batches of its "
+        f"`make_dataset`, after {result['warmup_steps']} warm-up steps. Pipeline: the "
+        "recipe's training `make_dataset` (shuffled, repeated, uncached: every batch "
+        f"structured from text), {result['epochs']} passes timed after one untimed pass "
+        "(start-up, tracing). Shards: the same make_dataset reading the shards "
+        "`keras-hsum preprocess` wrote from the same records (1 worker, 2 shards), "
+        f"{8 * result['epochs']} passes timed. 1 thread: `private_threadpool_size=1`, "
+        "`max_intra_op_parallelism=1`. Targets: pipeline ÷ step ≥ 10×, shards ÷ step ≥ 50×.",
+        "",
+        "| recipe | corpus | examples | batch | params | train steps/s | pipeline batches/s "
+        "| pipeline ÷ step | 1 thread ex/s | all cores ex/s | 2 cores ÷ 1 | shards batches/s "
+        "| shards ÷ step |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in result["rows"]:
+        pipeline, shards = row["pipeline"], row.get("shards") or {}
+        shards_cell = (f"{shards['all_cores']['batches_per_s']:.1f}" if "all_cores" in shards
+                       else "n/a" + (" (recipe not preprocessable)" if "skipped" in shards else ""))
+        lines.append(
+            f"| {row['recipe']} | {row['dataset']} ({row['source']}) | {row['examples']} | "
+            f"{row['batch_size']} | {row['train']['parameters']:,} | "
+            f"{row['train']['steps_per_s']:.2f} | {pipeline['all_cores']['batches_per_s']:.2f} | "
+            f"**{row['pipeline_ratio']:.1f}×** | {pipeline['one_thread']['examples_per_s']:.1f} | "
+            f"{pipeline['all_cores']['examples_per_s']:.1f} | {pipeline['two_core_scaling']:.2f}× | "
+            f"{shards_cell} | **{_fmt(row['shards_ratio'])}{'×' if row['shards_ratio'] else ''}** |"
+        )
+    lines += [
+        "",
+        "## Paper configs on one H100 (projection)",
+        "",
+        f"FLOPs of one training step: {result.get('flops_note', 'not counted')}. Projected "
+        f"steps/s = {ASSUMED_MFU:.0%} (assumed MFU) × {H100_PEAK_FLOPS / 1e12:.1f} TFLOP/s "
+        "(H100 SXM dense bf16 peak) ÷ FLOPs per step; examples/s needed = that × the paper "
+        f"batch. Host rate on {HOST_CORES} cores = the paper config's 1-thread examples/s "
+        f"measured here × {HOST_CORES} × (2-core scaling measured here ÷ 2), i.e. the "
+        "per-core efficiency of this machine's second core is assumed for every core. "
+        "The paper structure is measured with the tiny vocabulary and batch 8.",
+        "",
+        "| recipe | paper batch | train-step TFLOP | H100 steps/s | examples/s needed "
+        "| pipeline 1 thread ex/s | 2 cores ÷ 1 | pipeline, 16 cores ex/s | keeps up "
+        "| shards 1 thread ex/s | shards, 16 cores ex/s | shards keep up |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in result["rows"]:
+        paper = row.get("paper")
+        if not paper or not paper.get("projection"):
+            lines.append(f"| {row['recipe']} | n/a |" + " |" * 10)
+            continue
+        projection = paper["projection"]
+        shards = paper.get("shards") or {}
+        lines.append(
+            f"| {row['recipe']} | {paper['batch_size']} | "
+            f"{projection['flops_per_step'] / 1e12:.2f} | {projection['h100_steps_per_s']:.1f} | "
+            f"{projection['examples_per_s_needed']:,.0f} | "
+            f"{paper['pipeline']['one_thread']['examples_per_s']:.1f} | "
+            f"{paper['pipeline']['two_core_scaling']:.2f}× | "
+            f"{projection['pipeline_host_examples_per_s']:,.0f} | "
+            f"**{_yes(projection['pipeline_keeps_up'])}** | "
+            f"{_fmt(shards.get('one_thread', {}).get('examples_per_s'))} | "
+            f"{_fmt(projection['shards_host_examples_per_s'], ',.0f')} | "
+            f"**{_yes(projection['shards_keep_up'])}** |"
+        )
+    return "\n".join(lines)
 
 
 # --structurer: request sizes (bytes of one document) and the recipes whose
@@ -366,8 +646,8 @@ SHARDS_RECIPE = ("pht", "tiny")
 SCALE_CORPUS = ("qmsum_goldspan", "train")
 
 
-def _preprocess_command(corpus, out, vocab, workers, num_shards, split="train"):
-    recipe, config = SHARDS_RECIPE
+def _preprocess_command(corpus, out, vocab, workers, num_shards, split="train",
+                        recipe=SHARDS_RECIPE[0], config=SHARDS_RECIPE[1]):
     return [
         sys.executable, "-m", "keras_hsum.cli", "preprocess", "--recipe", recipe,
         "--config", config, "--data", corpus, "--out", out, "--vocab", vocab,
@@ -527,23 +807,45 @@ def measure_corpus_scale(args):
     return rows
 
 
+def merge_corpus_scale(result, path):
+    """Adds to `result` the rows of the results file `path` whose (documents,
+    workers) this run did not measure, and that file's notes; rows sorted by
+    size and workers."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            earlier = json.load(handle)
+    except OSError:
+        return result
+    measured = {(row["documents"], row["workers"]) for row in result["rows"]}
+    kept = [
+        dict(row, date=row.get("date", earlier["date"]))
+        for row in earlier["rows"]
+        if (row["documents"], row["workers"]) not in measured
+    ]
+    result["rows"] = sorted(kept + result["rows"], key=lambda r: (r["documents"], r["workers"]))
+    result["notes"] = list(earlier.get("notes", ())) + list(result.get("notes", ()))
+    return result
+
+
 def corpus_scale_markdown(result):
     lines = [
         f"# keras-hsum preprocess at corpus scale ({result['recipe']}, synthetic corpus: "
         f"bundled {result['corpus']} repeated with new ids, DirectRunner, {result['date']})",
         "",
         "| documents | workers | shards | wall s | documents/s | peak RSS, process tree (MiB) "
-        "| peak RSS, largest process (MiB) | examples in shards | skipped | exact |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| peak RSS, largest process (MiB) | examples in shards | skipped | exact | run |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in result["rows"]:
         lines.append(
             f"| {row['documents']:,} | {row['workers']} | {row['shards']} | "
             f"{row['wall_seconds']:.1f} | {row['documents_per_second']:.1f} | "
             f"{row['peak_rss_tree_mib']:.0f} | {row['peak_rss_largest_process_mib']:.0f} | "
-            f"{row['examples_in_shards']:,} | {sum(row['skipped'].values())} | {row['exact']} |"
+            f"{row['examples_in_shards']:,} | {sum(row['skipped'].values())} | {row['exact']} | "
+            f"{row.get('date', result['date'])} |"
         )
     lines += ["", f"Machine: {result['machine']['cpus']} CPUs, {result['machine']['platform']}."]
+    lines += [""] + [f"- {note}" for note in result.get("notes", ())] if result.get("notes") else []
     return "\n".join(lines)
 
 
@@ -565,27 +867,31 @@ def _machine():
     }
 
 
-def _corpus(name, args):
-    path = corpus_path(name, args.split)
-    source = "bundled sample" if path.startswith(SAMPLE_ROOT) else "shared corpus"
-    examples = list(itertools.islice(read_examples(path, skip_invalid=True), args.max_examples))
-    words = [example.num_words() for example in examples]
-    return path, source, examples, float(np.mean(words))
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--datasets", nargs="+", default=["qmsum_general", "scisummnet"])
+    parser.add_argument("--recipes", nargs="+", default=list(RECIPES))
     parser.add_argument("--split", default="train")
-    parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
-    parser.add_argument("--max-examples", type=int, default=None, help="first N examples of each corpus")
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--vocabulary-size", type=int, default=8000)
+    parser.add_argument(
+        "--max-examples", type=int, default=64,
+        help="first N records of each recipe's default corpus",
+    )
+    parser.add_argument("--epochs", type=int, default=2, help="passes over them timed per pipeline")
+    parser.add_argument("--vocabulary-size", type=int, default=4000, help="the tiny configs' size")
     parser.add_argument("--vocabulary-examples", type=int, default=50)
     parser.add_argument("--train-steps", type=int, default=20)
     parser.add_argument("--train-batches", type=int, default=4)
     parser.add_argument("--warmup-steps", type=int, default=2, help="untimed first steps (tracing)")
-    parser.add_argument("--quick", action="store_true", help="8 examples, tiny limits, 2 steps")
+    parser.add_argument("--no-shards", action="store_true", help="skip preprocess and shards")
+    parser.add_argument("--no-paper", action="store_true", help="skip the paper-config columns")
+    parser.add_argument(
+        "--paper-flops", action="store_true",
+        help="count the paper configs' training-step FLOPs (JAX children) and write "
+        "data_pipeline_paper_flops.json, which the default mode reads",
+    )
+    parser.add_argument("--flops-child", help=argparse.SUPPRESS)
+    parser.add_argument("--flops-corpus", help=argparse.SUPPRESS)
+    parser.add_argument("--flops-vocabulary", help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true", help="pht only, 16 examples, 2 steps")
     parser.add_argument("--output", default=None, help="results file stem (no extension)")
     parser.add_argument(
         "--structurer", action="store_true",
@@ -604,6 +910,11 @@ def main(argv=None):
         help="preprocess synthetic corpora of N documents: wall time, peak memory, counts",
     )
     parser.add_argument("--scale-workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument(
+        "--merge", action="store_true",
+        help="--corpus-scale: keep the earlier results file's rows of other sizes and "
+        "worker counts (each row names its run's date)",
+    )
     parser.add_argument("--scale-shards", type=int, default=4)
     args = parser.parse_args(argv)
     if args.shards or args.corpus_scale:
@@ -621,7 +932,12 @@ def main(argv=None):
             table, stem = shards_markdown(result), "data_pipeline_shards"
         else:
             result["rows"] = measure_corpus_scale(args)
-            table, stem = corpus_scale_markdown(result), "data_pipeline_corpus_scale"
+            for row in result["rows"]:
+                row["date"] = result["date"]
+            stem = "data_pipeline_corpus_scale"
+            if args.merge:
+                merge_corpus_scale(result, os.path.join(RESULTS, stem + ".json"))
+            table = corpus_scale_markdown(result)
         result["total_seconds"] = time.perf_counter() - started
         print()
         print(table)
@@ -643,72 +959,73 @@ def main(argv=None):
         print(table)
         _write(args.output or os.path.join(RESULTS, "data_pipeline_structurer"), result, table)
         return result
+    if args.flops_child:
+        return _flops_child(args)
+    if args.paper_flops:
+        import tempfile
+
+        started = time.perf_counter()
+        with tempfile.TemporaryDirectory() as folder:
+            rows = measure_paper_flops(args, folder)
+        result = {
+            "benchmark": "data_pipeline --paper-flops",
+            "date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "machine": _machine(), "rows": rows,
+            "total_seconds": time.perf_counter() - started,
+        }
+        table = "\n".join(
+            ["# Training-step FLOPs per example of the paper configs "
+             f"({result['date']})", "", "| recipe | parameters | GFLOP per example | method |",
+             "|---|---|---|---|"]
+            + [f"| {name} | {row.get('parameters', 0):,} | "
+               f"{row.get('flops_per_example', float('nan')) / 1e9:.1f} | "
+               f"{row.get('method', row.get('error'))} |" for name, row in rows.items()]
+        )
+        print(table)
+        _write(args.output or PAPER_FLOPS_STEM, result, table)
+        return result
     if args.quick:
-        args.max_examples = args.max_examples or 8
-        args.settings = ["tiny"]
+        args.recipes = ["pht"]
+        args.max_examples = 16
         args.train_steps = 2
         args.train_batches = 1
         args.warmup_steps = 1
-        args.vocabulary_examples = min(args.vocabulary_examples, 8)
+        args.vocabulary_examples = 16
     stem = args.output or os.path.join(RESULTS, "data_pipeline" + ("_quick" if args.quick else ""))
+    flops = _load_paper_flops()
+    paper_flops = {
+        name: row for name, row in ((flops or {}).get("rows") or {}).items() if "error" not in row
+    }
+    import tempfile
 
-    print(
-        "NOTE: training steps/s are those of a STAND-IN tiny model (width 64, 2 heads, "
-        "2 encoder layers + 1 decoder layer); replace it by the tiny recipes once they exist."
-    )
-    rows, corpora = [], {}
+    rows = []
     started = time.perf_counter()
-    for name in args.datasets:
-        path, source, examples, mean_words = _corpus(name, args)
-        start = time.perf_counter()
-        vocabulary = Vocabulary.train(
-            corpus_sentences(examples[: args.vocabulary_examples]),
-            vocabulary_size=args.vocabulary_size,
-        )
-        corpora[name] = {
-            "path": path,
-            "source": source,
-            "examples": len(examples),
-            "mean_words": mean_words,
-            "vocabulary_size": vocabulary.vocabulary_size,
-            "vocabulary_seconds": time.perf_counter() - start,
-        }
-        print(
-            f"{name}: {len(examples)} examples ({source}, {args.split}), "
-            f"{mean_words:,.0f} words on average; vocabulary V={vocabulary.vocabulary_size}."
-        )
-        warm_up(path, vocabulary, args)
-        for setting in args.settings:
-            training = {
-                kind: measure_training(path, vocabulary, kind, setting, args)
-                for kind in ("paragraphs", "flat")
-            }
-            for label, family, extras in VARIANTS:
-                row = measure_pipeline(
-                    path, vocabulary, label, family, extras, setting, args, len(examples)
-                )
-                train = training["flat" if family == "flat" else "paragraphs"]
-                row.update(
-                    dataset=name,
-                    train_steps_per_s=train["steps_per_s"],
-                    stand_in_parameters=train["parameters"],
-                    stand_in_jit_compile=train["jit_compile"],
-                    ratio=row["batches_per_s"] / train["steps_per_s"],
-                    cached_ratio=row["cached_batches_per_s"] / train["steps_per_s"],
-                )
-                rows.append(row)
-                print(_line(row))
-
+    with tempfile.TemporaryDirectory() as folder:
+        written = {} if args.no_shards else write_shards(args, folder)
+        for name in args.recipes:
+            begun = time.perf_counter()
+            rows.append(measure_recipe(name, args, folder, paper_flops, written))
+            rows[-1]["seconds"] = time.perf_counter() - begun
+            print(json.dumps({k: rows[-1][k] for k in ("recipe", "pipeline_ratio", "shards_ratio")}))
     result = {
         "benchmark": "data_pipeline",
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "quick": args.quick,
-        "batch_size": args.batch_size,
-        "settings": {s: SETTINGS[s] for s in args.settings},
-        "stand_in_model": "StandInSummarizer (width 64, 2 heads, 2 local TransformerEncoder "
-        "layers, 1 TransformerDecoder layer, Dense(V) head); used until the tiny recipes exist",
+        "max_examples": args.max_examples,
+        "epochs": args.epochs,
+        "vocabulary_size": args.vocabulary_size,
+        "warmup_steps": args.warmup_steps,
+        "train_steps": args.train_steps,
         "machine": _machine(),
-        "corpora": corpora,
+        "shared_machine": "other developers ran tests on the same 2 cores during the run",
+        "assumptions": {
+            "h100_peak_flops": H100_PEAK_FLOPS, "mfu": ASSUMED_MFU, "host_cores": HOST_CORES,
+        },
+        "flops_note": (
+            f"{flops['rows'][next(iter(paper_flops))]['method'] if paper_flops else ''}, "
+            f"from {os.path.basename(PAPER_FLOPS_STEM)}.json ({flops['date']}); discourse "
+            "by hand (XLA counts one iteration of its LSTM scans); ×paper batch"
+        ) if paper_flops else "not counted (run --paper-flops first)",
         "rows": rows,
         "total_seconds": time.perf_counter() - started,
     }
@@ -717,51 +1034,6 @@ def main(argv=None):
     print(table)
     _write(stem, result, table)
     return result
-
-
-def _line(row):
-    return (
-        f"  {row['variant']:<26} {row['setting']:<5} {row['examples_per_s']:8.1f} ex/s "
-        f"{row['tokens_per_s']:10,.0f} tok/s {row['batches_per_s']:7.2f} batch/s "
-        f"(cached {row['cached_batches_per_s']:7.1f}) | stand-in train "
-        f"{row['train_steps_per_s']:6.2f} step/s | ratio {row['ratio']:6.2f} "
-        f"(cached {row['cached_ratio']:7.1f})"
-    )
-
-
-def markdown(result):
-    """The results as a markdown table (one row per corpus, setting, variant)."""
-    lines = [
-        f"# Data pipeline throughput ({result['date']}{', quick' if result['quick'] else ''})",
-        "",
-        f"Batch size {result['batch_size']}, `pad_to_max=True`, target S=128; "
-        f"{result['machine']['cpus']} CPUs, TensorFlow {result['machine']['tensorflow']}. "
-        "Tokens/s counts real source tokens in the batches. Training steps/s are those of "
-        f"a stand-in model: {result['stand_in_model']}. Ratio = pipeline batches/s ÷ "
-        "training steps/s (target ≥ 10); 'cached' is a second epoch read from "
-        "`make_dataset(cache=True)`.",
-        "",
-        "| corpus | examples | limits | variant | examples/s | tokens/s | batches/s "
-        "| train steps/s | ratio | cached batches/s | cached ratio |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for row in result["rows"]:
-        limits = row["limits"]
-        shape = (
-            f"N={limits['max_tokens']}"
-            if row["family"] == "flat"
-            else f"P={limits['max_units']}, T={limits['max_tokens']}"
-        )
-        corpus = result["corpora"][row["dataset"]]
-        lines.append(
-            f"| {row['dataset']} ({corpus['source']}) | {row['examples']} | "
-            f"{row['setting']}: {shape} | {row['variant']} | {row['examples_per_s']:.1f} | "
-            f"{row['tokens_per_s']:,.0f} | {row['batches_per_s']:.2f} | "
-            f"{row['train_steps_per_s']:.2f} | {row['ratio']:.2f} | "
-            f"{row['cached_batches_per_s']:.1f} | {row['cached_ratio']:.1f} |"
-        )
-    return "\n".join(lines)
-
 
 if __name__ == "__main__":
     main()
