@@ -1,5 +1,5 @@
 """`BackboneSummarizer`: a pretrained keras-hub encoder-decoder backbone
-(BART) driven through keras_hsum's `Summarizer` decoding contract."""
+(BART, T5) driven through keras_hsum's `Summarizer` decoding contract."""
 
 import keras
 from keras import ops
@@ -12,14 +12,183 @@ from keras_hsum.models.summarizer import decoder_padding_mask
 from keras_hsum.models.summarizer import optional_mask
 from keras_hsum.models.summarizer import required
 
-# The keras-hub backbone classes this model knows how to run, by class name
-# (keras_hub.models.<name>): their encoder, decoder and caches are read below.
-SUPPORTED_BACKBONES = ("BartBackbone",)
+
+class BartComputation:
+    """How a `keras_hub.models.BartBackbone` encodes and decodes: learned
+    positions, embedding LayerNorm, post-norm `TransformerEncoder` /
+    `TransformerDecoder` layers, the tied embedding as LM head. Reads the
+    backbone's layers; holds no weights of its own."""
+
+    def __init__(self, backbone):
+        self.backbone = backbone
+        self.head_dim = backbone.hidden_dim // backbone.num_heads
+        self.max_sequence_length = int(backbone.max_sequence_length)
+
+    def encode(self, tokens, mask, training=False):
+        """int [B,N] + bool [B,N] → float [B,N,D]."""
+        backbone = self.backbone
+        x = backbone.token_embedding(tokens)
+        positions = backbone.encoder_position_embedding(x)
+        x = backbone.encoder_embeddings_add((x, positions))
+        x = backbone.encoder_embeddings_layer_norm(x)
+        x = backbone.encoder_embeddings_dropout(x, training=training)
+        for layer in backbone.encoder_transformer_layers:
+            x = layer(x, padding_mask=mask, training=training)
+        return x
+
+    def _embed(self, tokens, start_index=0, training=False):
+        backbone = self.backbone
+        x = backbone.token_embedding(tokens)
+        positions = backbone.decoder_position_embedding(x, start_index=start_index)
+        x = backbone.decoder_embeddings_add((x, positions))
+        x = backbone.decoder_embeddings_layer_norm(x)
+        return backbone.decoder_embeddings_dropout(x, training=training)
+
+    def decode(self, tokens, memory, memory_mask, padding_mask, training=False):
+        """Teacher forcing: int [B,S] → hidden float [B,S,D]."""
+        x = self._embed(tokens, training=training)
+        for layer in self.backbone.decoder_transformer_layers:
+            x = layer(
+                decoder_sequence=x,
+                encoder_sequence=memory,
+                decoder_padding_mask=padding_mask,
+                encoder_padding_mask=memory_mask,
+                training=training,
+            )
+        return x
+
+    def cross_attention_caches(self, memory):
+        """float [B,L,2,N,H,Dh] of the encoder states [B,N,D]."""
+        caches = []
+        for layer in self.backbone.decoder_transformer_layers:
+            attention = layer._cross_attention_layer
+            caches.append(
+                ops.stack(
+                    [attention._key_dense(memory), attention._value_dense(memory)],
+                    axis=1,
+                )
+            )
+        return ops.stack(caches, axis=1)
+
+    def decode_step(self, tokens, index, memory, memory_mask, self_caches, cross_caches):
+        """int [B,1] at `index` → (hidden [B,1,D], self_caches updated at index)."""
+        x = self._embed(tokens, start_index=index)
+        updated = []
+        for i, layer in enumerate(self.backbone.decoder_transformer_layers):
+            x, self_cache, _ = layer(
+                decoder_sequence=x,
+                encoder_sequence=memory,
+                encoder_padding_mask=memory_mask,
+                self_attention_cache=self_caches[:, i],
+                self_attention_cache_update_index=index,
+                cross_attention_cache=cross_caches[:, i],
+                cross_attention_cache_update_index=None,
+            )
+            updated.append(self_cache)
+        return x, ops.stack(updated, axis=1)
+
+    def logits(self, hidden):
+        """float [B,S,D] → [B,S,V]: the token embedding, reversed (tied)."""
+        return self.backbone.token_embedding(hidden, reverse=True)
+
+
+class T5Computation:
+    """How a `keras_hub.models.T5Backbone` encodes and decodes: no position
+    embedding (the first layer's relative position bias, shared by the
+    stack), pre-norm `T5TransformerLayer`s, a final RMS norm, and the LM head
+    (the tied embedding with the hidden states scaled by D^-0.5, or the
+    untied output embedding)."""
+
+    def __init__(self, backbone):
+        self.backbone = backbone
+        self.head_dim = int(backbone.key_value_dim or backbone.hidden_dim // backbone.num_heads)
+        self.max_sequence_length = None  # relative positions: no limit
+
+    def encode(self, tokens, mask, training=False):
+        backbone = self.backbone
+        x = backbone.token_embedding(tokens)
+        x = backbone.encoder_embedding_dropout(x, training=training)
+        attention_mask = mask[:, None, :]
+        position_bias = None
+        for layer in backbone.encoder_transformer_layers:
+            x, position_bias = layer(
+                x,
+                attention_mask=attention_mask,
+                position_bias=position_bias,
+                use_causal_mask=False,
+                training=training,
+            )
+        x = backbone.encoder_layer_norm(x)
+        return backbone.encoder_dropout(x, training=training)
+
+    def _finish(self, x, training=False):
+        x = self.backbone.decoder_layer_norm(x)
+        return self.backbone.decoder_dropout(x, training=training)
+
+    def decode(self, tokens, memory, memory_mask, padding_mask, training=False):
+        backbone = self.backbone
+        x = backbone.token_embedding(tokens)
+        x = backbone.decoder_embedding_dropout(x, training=training)
+        position_bias = None
+        for layer in backbone.decoder_transformer_layers:
+            x, position_bias = layer(
+                x,
+                attention_mask=padding_mask[:, None, :],
+                position_bias=position_bias,
+                encoder_hidden_states=memory,
+                encoder_attention_mask=memory_mask[:, None, :],
+                use_causal_mask=True,
+                training=training,
+            )
+        return self._finish(x, training=training)
+
+    def cross_attention_caches(self, memory):
+        batch = ops.shape(memory)[0]
+        heads = self.backbone.num_heads
+        caches = []
+        for layer in self.backbone.decoder_transformer_layers:
+            attention = layer.cross_attention
+            key = ops.reshape(attention.key_projector(memory), (batch, -1, heads, self.head_dim))
+            value = ops.reshape(
+                attention.value_projector(memory), (batch, -1, heads, self.head_dim)
+            )
+            caches.append(ops.stack([key, value], axis=1))
+        return ops.stack(caches, axis=1)
+
+    def decode_step(self, tokens, index, memory, memory_mask, self_caches, cross_caches):
+        x = self.backbone.token_embedding(tokens)
+        x = self.backbone.decoder_embedding_dropout(x)
+        position_bias = None
+        updated = []
+        for i, layer in enumerate(self.backbone.decoder_transformer_layers):
+            x, position_bias, self_cache, _ = layer(
+                x,
+                position_bias=position_bias,
+                encoder_hidden_states=memory,
+                encoder_attention_mask=memory_mask[:, None, :],
+                use_causal_mask=True,
+                self_attention_cache=self_caches[:, i],
+                self_attention_cache_update_index=index,
+                cross_attention_cache=cross_caches[:, i],
+                cross_attention_cache_update_index=None,
+            )
+            updated.append(self_cache)
+        return self._finish(x), ops.stack(updated, axis=1)
+
+    def logits(self, hidden):
+        if self.backbone.tie_embedding_weights:
+            hidden = hidden * ops.cast(self.backbone.hidden_dim**-0.5, hidden.dtype)
+        return self.backbone.token_embedding(hidden, reverse=True)
+
+
+# The keras-hub backbone classes this model runs, by class name
+# (keras_hub.models.<name>), and how it runs each.
+COMPUTATIONS = {"BartBackbone": BartComputation, "T5Backbone": T5Computation}
 
 
 def _backbone_class_name(backbone):
     for cls in type(backbone).__mro__:
-        if cls.__name__ in SUPPORTED_BACKBONES:
+        if cls.__name__ in COMPUTATIONS:
             return cls.__name__
     return None
 
@@ -32,10 +201,12 @@ class BackboneSummarizer(Summarizer):
     order and truncated to N tokens) goes through the backbone's pretrained
     encoder; its pretrained decoder reads the encoder states through its own
     cross-attention and predicts the next token with the backbone's language
-    model head (BART: the token embedding, tied). Nothing is added to the
+    model head (BART: the token embedding, tied; T5: the tied embedding
+    after scaling the hidden states by D^-0.5, or its untied output
+    embedding, as `keras_hub.models.T5Seq2SeqLM`). Nothing is added to the
     pretrained computation: `call` gives exactly the bare backbone's
-    `decoder_sequence_output` projected by its tied embedding, so
-    fine-tuning starts from the pretrained model.
+    `decoder_sequence_output` projected by that head, so fine-tuning starts
+    from the pretrained model.
 
     Decoding follows the `Summarizer` contract (`keras_hsum.models.
     summarizer`), so `keras_hsum.decoding.beam_search` / `greedy_search` and
@@ -43,24 +214,29 @@ class BackboneSummarizer(Summarizer):
     decoder layer's cross-attention keys and values once ([B,L,2,N,H,Dh],
     constant), `step` runs one token through the decoder with its cached
     self-attention keys and values ([B,L,2,S_max,H,Dh], the per-hypothesis
-    state) written at `index`, as keras-hub's `BartSeq2SeqLM` does when it
-    generates.
+    state) written at `index`, as keras-hub's `BartSeq2SeqLM` and
+    `T5Seq2SeqLM` do when they generate (T5's relative position bias is
+    computed for the query at `index`).
 
-    Supported backbones: `keras_hub.models.BartBackbone` (and subclasses).
+    Supported backbones: `keras_hub.models.BartBackbone` and `T5Backbone`
+    (and their subclasses); `BartComputation` / `T5Computation` in this
+    module say how each is run.
 
     Args:
-        backbone: a built `keras_hub.models.BartBackbone` (pretrained, from
-            `keras_hub.models.BartBackbone.from_preset`, or new), or its
-            serialized config (as `get_config` writes it).
+        backbone: a built `keras_hub.models.BartBackbone` or `T5Backbone`
+            (pretrained, from `from_preset`, or new), or its serialized
+            config (as `get_config` writes it).
         pad_id, bos_id, eos_id: the special ids of the backbone's
             vocabulary. The defaults are keras_hsum's `Vocabulary` ids
             (0, 2, 3); a hub BART preset with its own tokenizer uses
-            pad 1, EOS 2 and starts decoding from `</s>` = 2 (bos_id=2).
+            pad 1, EOS 2 and starts decoding from `</s>` = 2 (bos_id=2);
+            a T5 preset pad 0, EOS 1 and starts from pad (bos_id=0).
         **kwargs: `keras.Model` arguments (`name`, `dtype`).
 
     Inputs (dict):
         tokens: int [B,N] (or [B,P,T], read as one flat sequence of P·T
-            tokens), N <= the backbone's `max_sequence_length`.
+            tokens), N <= the backbone's `max_sequence_length` (BART; T5
+            has relative positions and no limit).
         token_mask: optional bool [B,N] (or [B,P,T]); default tokens != pad.
         decoder_tokens: int [B,S] (teacher forcing; BOS first), S <= the
             backbone's `max_sequence_length`.
@@ -79,7 +255,8 @@ class BackboneSummarizer(Summarizer):
     References:
         Lewis et al. (2020), BART: Denoising Sequence-to-Sequence
         Pre-training for Natural Language Generation, Translation, and
-        Comprehension.
+        Comprehension. Raffel et al. (2020), Exploring the Limits of
+        Transfer Learning with a Unified Text-to-Text Transformer (T5).
     """
 
     def __init__(self, backbone, **kwargs):
@@ -89,18 +266,19 @@ class BackboneSummarizer(Summarizer):
         if kind is None:
             raise ValueError(
                 "BackboneSummarizer: `backbone` must be one of keras_hub.models."
-                f"{', '.join(SUPPORTED_BACKBONES)} (built, e.g. from `from_preset`); "
+                f"{' or '.join(COMPUTATIONS)} (built, e.g. from `from_preset`); "
                 f"received {type(backbone).__name__}. Load a supported preset, or "
                 "use FlatTransformer to train a model from scratch."
             )
         super().__init__(**kwargs)
         self.backbone = backbone
         self.backbone_class = kind
+        self.computation = COMPUTATIONS[kind](backbone)
         self.vocabulary_size = int(backbone.vocabulary_size)
         self.hidden_dim = int(backbone.hidden_dim)
         self.num_heads = int(backbone.num_heads)
         self.num_decoder_layers = len(backbone.decoder_transformer_layers)
-        self.max_sequence_length = int(backbone.max_sequence_length)
+        self.max_sequence_length = self.computation.max_sequence_length
         # Every weight is the backbone's, created when it was built: the
         # model needs no trace to build, and can decode at once.
         self.built = True
@@ -131,11 +309,12 @@ class BackboneSummarizer(Summarizer):
 
     @property
     def head_dim(self):
-        """Dh = D / H."""
-        return self.hidden_dim // self.num_heads
+        """Dh: D / H (T5: its `key_value_dim` when set)."""
+        return self.computation.head_dim
 
     def _check_length(self, name, length):
-        if length is not None and int(length) > self.max_sequence_length:
+        limit = self.max_sequence_length
+        if limit is not None and length is not None and int(length) > limit:
             raise ValueError(
                 f"{self.name}: `{name}` has {int(length)} positions, more than the "
                 f"backbone's max_sequence_length {self.max_sequence_length} (its "
@@ -161,59 +340,24 @@ class BackboneSummarizer(Summarizer):
                 f"shape {tuple(tokens.shape)}."
             )
         self._check_length(TOKENS, tokens.shape[1])
-        backbone = self.backbone
-        x = backbone.token_embedding(tokens)
-        positions = backbone.encoder_position_embedding(x)
-        x = backbone.encoder_embeddings_add((x, positions))
-        x = backbone.encoder_embeddings_layer_norm(x)
-        x = backbone.encoder_embeddings_dropout(x, training=training)
-        for layer in backbone.encoder_transformer_layers:
-            x = layer(x, padding_mask=mask, training=training)
+        x = self.computation.encode(tokens, as_bool_mask(mask), training=training)
         return {"memory": x, "memory_mask": mask}
 
-    def _embed_decoder(self, tokens, start_index=0, training=False):
-        """int [B,S] at positions start_index.. → float [B,S,D]: token +
-        learned position embedding, LayerNorm, dropout (BART's decoder input)."""
-        backbone = self.backbone
-        x = backbone.token_embedding(tokens)
-        positions = backbone.decoder_position_embedding(x, start_index=start_index)
-        x = backbone.decoder_embeddings_add((x, positions))
-        x = backbone.decoder_embeddings_layer_norm(x)
-        return backbone.decoder_embeddings_dropout(x, training=training)
-
     def _logits(self, hidden):
-        """float [B,S,D] → float32 [B,S,V] (the tied embedding, reversed)."""
-        logits = self.backbone.token_embedding(hidden, reverse=True)
-        return ops.cast(logits, "float32")
+        """float [B,S,D] → float32 [B,S,V]: the backbone's LM head."""
+        return ops.cast(self.computation.logits(hidden), "float32")
 
     def decode(self, decoder_tokens, memory, inputs=None, training=False):
         """Teacher-forced decoder: int [B,S] → float32 logits [B,S,V]."""
         self._check_length("decoder_tokens", decoder_tokens.shape[1])
-        x = self._embed_decoder(decoder_tokens, training=training)
-        padding = decoder_padding_mask(decoder_tokens, self.pad_id)
-        for layer in self.backbone.decoder_transformer_layers:
-            x = layer(
-                decoder_sequence=x,
-                encoder_sequence=memory["memory"],
-                decoder_padding_mask=padding,
-                encoder_padding_mask=memory["memory_mask"],
-                training=training,
-            )
-        return self._logits(x)
-
-    def _cross_attention_caches(self, memory):
-        """float [B,L,2,N,H,Dh]: every decoder layer's cross-attention keys
-        and values of the encoder states `memory` [B,N,D], projected once."""
-        caches = []
-        for layer in self.backbone.decoder_transformer_layers:
-            attention = layer._cross_attention_layer
-            caches.append(
-                ops.stack(
-                    [attention._key_dense(memory), attention._value_dense(memory)],
-                    axis=1,
-                )
-            )
-        return ops.stack(caches, axis=1)
+        hidden = self.computation.decode(
+            decoder_tokens,
+            memory["memory"],
+            as_bool_mask(memory["memory_mask"]),
+            decoder_padding_mask(decoder_tokens, self.pad_id),
+            training=training,
+        )
+        return self._logits(hidden)
 
     def _empty_self_attention_caches(self, batch, max_length):
         """float zeros [B,L,2,max_length,H,Dh] in the compute dtype."""
@@ -228,7 +372,7 @@ class BackboneSummarizer(Summarizer):
         caches `"self_caches"` [B,L,2,max_length,H,Dh]."""
         self._check_length("max_length", max_length if isinstance(max_length, int) else None)
         static = dict(memory)
-        static["cross_caches"] = self._cross_attention_caches(memory["memory"])
+        static["cross_caches"] = self.computation.cross_attention_caches(memory["memory"])
         batch = ops.shape(memory["memory"])[0]
         state = {"self_caches": self._empty_self_attention_caches(batch, max_length)}
         return static, state
@@ -248,24 +392,18 @@ class BackboneSummarizer(Summarizer):
         """One token: `(ids int [B], index, cache) → (logits float32 [B,V],
         cache, aux)`; the self-attention caches get position `index`."""
         static, state = cache
-        x = self._embed_decoder(ops.expand_dims(ids, 1), start_index=index)
-        self_caches = state["self_caches"]
-        updated = []
-        for i, layer in enumerate(self.backbone.decoder_transformer_layers):
-            x, self_cache, _ = layer(
-                decoder_sequence=x,
-                encoder_sequence=static["memory"],
-                encoder_padding_mask=as_bool_mask(static["memory_mask"]),
-                self_attention_cache=self_caches[:, i],
-                self_attention_cache_update_index=index,
-                cross_attention_cache=static["cross_caches"][:, i],
-                cross_attention_cache_update_index=None,
-            )
-            updated.append(self_cache)
+        x, self_caches = self.computation.decode_step(
+            ops.expand_dims(ids, 1),
+            index,
+            static["memory"],
+            as_bool_mask(static["memory_mask"]),
+            state["self_caches"],
+            static["cross_caches"],
+        )
         logits = self._logits(x)[:, 0]
         batch = ops.shape(ids)[0]
         aux = {"paragraph_attention": ops.zeros((batch, 1), "float32")}
-        return logits, (static, {"self_caches": ops.stack(updated, axis=1)}), aux
+        return logits, (static, {"self_caches": self_caches}), aux
 
     def get_config(self):
         config = super().get_config()

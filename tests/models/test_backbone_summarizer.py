@@ -1,6 +1,7 @@
-"""BackboneSummarizer on a small random BART saved as a keras-hub preset:
-the real `from_preset` path, the unchanged pretrained computation (against
-the bare backbone and a numpy LM head), the decoding contract, save/reload."""
+"""BackboneSummarizer on small random BART and T5 backbones saved as
+keras-hub presets: the real `from_preset` path, the unchanged pretrained
+computation (against the bare backbone and a numpy LM head), the decoding
+contract, save/reload."""
 
 import keras
 import keras_hub
@@ -22,25 +23,47 @@ from model_test_case import to_numpy
 VOCABULARY = 1000
 MAX_LENGTH = 64
 
+# keras-hub's T5TransformerLayer hands its attention mask to
+# T5MultiHeadAttention as `mask=`, which Keras reads as a propagated mask the
+# layer does not support (the backbone's own constructor warns the same).
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Layer '.*' \\(of type T5MultiHeadAttention\\) was passed an input with a mask"
+)
 
-def small_backbone(seed=0):
-    """A random BART: V 1000, 2 layers, D 32, 2 heads, 64 positions."""
+
+def small_backbone(kind="bart", seed=0):
+    """A random backbone: V 1000, 2 layers, D 32, 2 heads (BART: 64 learned
+    positions; "t5_untied": T5 with an untied LM head and Dh 8 != D/H)."""
     keras.utils.set_random_seed(seed)
-    return keras_hub.models.BartBackbone(
-        vocabulary_size=VOCABULARY, num_layers=2, num_heads=2, hidden_dim=32,
-        intermediate_dim=64, max_sequence_length=MAX_LENGTH,
-    )
+    sizes = dict(vocabulary_size=VOCABULARY, num_layers=2, num_heads=2, hidden_dim=32,
+                 intermediate_dim=64)
+    if kind == "bart":
+        return keras_hub.models.BartBackbone(max_sequence_length=MAX_LENGTH, **sizes)
+    if kind == "t5":
+        return keras_hub.models.T5Backbone(**sizes)
+    return keras_hub.models.T5Backbone(key_value_dim=8, tie_embedding_weights=False, **sizes)
+
+
+def numpy_head(backbone, hidden):
+    """numpy [B,S,V]: the LM head of keras-hub's Seq2SeqLM for `backbone`
+    (BART: h E^T; T5 tied: D^-0.5 h E^T; T5 untied: h W_out)."""
+    embedding = backbone.token_embedding
+    if getattr(backbone, "tie_embedding_weights", True) is False:
+        return hidden @ to_numpy(embedding.reverse_embeddings)
+    if type(backbone).__name__ == "T5Backbone":
+        hidden = hidden * backbone.hidden_dim ** -0.5
+    return hidden @ to_numpy(embedding.embeddings).T
 
 
 def random_inputs(seed=0, batch=2, source=9, target=6):
     return random_flat_inputs(seed, batch, source, target, VOCABULARY)
 
 
-@pytest.fixture(scope="module")
-def preset(tmp_path_factory):
+@pytest.fixture(scope="module", params=["bart", "t5"])
+def preset(request, tmp_path_factory):
     """(the saved backbone, the path of its keras-hub preset folder)."""
-    backbone = small_backbone()
-    path = str(tmp_path_factory.mktemp("bart_preset"))
+    backbone = small_backbone(request.param)
+    path = str(tmp_path_factory.mktemp(f"{request.param}_preset"))
     backbone.save_to_preset(path)
     return backbone, path
 
@@ -63,7 +86,7 @@ def backbone_outputs(backbone, inputs):
 
 def test_from_preset_loads_the_saved_weights(preset, model):
     saved, path = preset
-    assert type(keras_hub.models.Backbone.from_preset(path)).__name__ == "BartBackbone"
+    assert type(keras_hub.models.Backbone.from_preset(path)) is type(saved)
     inputs = random_inputs()
     expected = to_numpy(backbone_outputs(saved, inputs)["encoder_sequence_output"])
     memory = model.encode(inputs)
@@ -75,14 +98,13 @@ def test_from_preset_loads_the_saved_weights(preset, model):
     assert np.abs(to_numpy(fresh.encode(inputs)["memory"]) - expected).max() > 1e-2
 
 
-def test_outputs_are_the_bare_backbone_and_its_tied_head(preset, model):
-    """Teacher-forced logits == the saved backbone's decoder output times
-    its token embedding transposed (BART's tied LM head), in numpy."""
+def test_outputs_are_the_bare_backbone_and_its_head(preset, model):
+    """Teacher-forced logits == the saved backbone's decoder output through
+    its LM head (BART's tied embedding, T5's scaled one), in numpy."""
     saved, _ = preset
     inputs = random_inputs(seed=1)
     hidden = to_numpy(backbone_outputs(saved, inputs)["decoder_sequence_output"])
-    embeddings = to_numpy(saved.token_embedding.embeddings)
-    expected = hidden @ embeddings.T
+    expected = numpy_head(saved, hidden)
     actual = to_numpy(model(inputs, training=False))
     assert actual.shape == (2, 6, VOCABULARY) and actual.dtype == np.float32
     real = real_positions(inputs)
@@ -133,6 +155,20 @@ def test_beam_cache_step_equals_teacher_forcing(model):
     assert tuple(static["cross_caches"].shape) == (4, 2, 2, 9, 2, 16)
 
 
+def test_untied_t5_head_and_key_value_dim():
+    """T5 with `tie_embedding_weights=False` and Dh = key_value_dim 8 != D/H:
+    the untied head, and a step that equals teacher forcing."""
+    backbone = small_backbone("t5_untied")
+    model = BackboneSummarizer(backbone=backbone)
+    inputs = random_inputs(seed=7)
+    hidden = to_numpy(backbone_outputs(backbone, inputs)["decoder_sequence_output"])
+    real = real_positions(inputs)
+    np.testing.assert_allclose(to_numpy(model(inputs))[real],
+                               numpy_head(backbone, hidden)[real], atol=1e-5, rtol=1e-5)
+    assert model.head_dim == 8
+    assert_step_matches_call(model, inputs, atol=1e-5)
+
+
 def _sequence_log_probs(model, inputs, result):
     """numpy [B,K]: log P(y|x) of each returned hypothesis, by teacher forcing."""
     sequences = to_numpy(result["sequences"])
@@ -179,7 +215,7 @@ def test_beam_search_runs_the_backbone(model):
 def test_save_reload_and_config_round_trip(model, tmp_path):
     inputs = random_inputs(seed=5)
     restored = assert_save_reload(model, inputs, tmp_path, atol=0.0)
-    assert type(restored.backbone).__name__ == "BartBackbone"
+    assert type(restored.backbone) is type(model.backbone)
     assert (restored.pad_id, restored.bos_id, restored.eos_id) == (0, 2, 3)
     config = model.get_config()
     rebuilt = BackboneSummarizer.from_config(config)
@@ -192,14 +228,17 @@ def test_special_ids_and_backbone_object(preset):
     model = BackboneSummarizer(backbone=preset[0], pad_id=1, bos_id=2, eos_id=2, name="bart")
     config = model.get_config()
     assert (config["pad_id"], config["bos_id"], config["eos_id"]) == (1, 2, 2)
-    assert config["backbone"]["class_name"] == "BartBackbone"
+    assert config["backbone"]["class_name"] == type(preset[0]).__name__
     assert model.built and model.vocabulary_size == VOCABULARY
 
 
 def test_clear_errors(model):
-    with pytest.raises(ValueError, match="must be one of keras_hub.models.BartBackbone"):
+    with pytest.raises(ValueError, match="must be one of keras_hub.models.BartBackbone or T5"):
         BackboneSummarizer(backbone=FlatTransformer(vocabulary_size=10, hidden_dim=8,
                                                     num_heads=2, intermediate_dim=8))
     too_long = random_inputs(source=MAX_LENGTH + 1)
+    if model.backbone_class != "BartBackbone":  # T5: relative positions, no limit
+        assert model.max_sequence_length is None
+        return
     with pytest.raises(ValueError, match="more than the backbone's max_sequence_length 64"):
         model(too_long)
