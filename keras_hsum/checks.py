@@ -7,6 +7,7 @@ every count and size, e.g.
 Pure Python, no framework import.
 """
 
+import dataclasses
 import numbers
 
 
@@ -33,3 +34,57 @@ def check_int(name, value, least=1, owner=None, allow_none=False, hint=""):
             f"{prefix}`{name}` must be {expected}{hint}, received {value!r}."
         )
     return int(value)
+
+
+def options_or_keywords(function, options_class, options, keywords):
+    """The options object of a call that takes either `options=` (an
+    instance of the frozen dataclass `options_class`) or that class's fields
+    as keywords, never both: e.g. `make_dataset(..., options=DatasetOptions(
+    batch_size=8))` or `make_dataset(..., batch_size=8)`.
+
+    Args:
+        function: the function's name, for the messages.
+        options_class: the dataclass.
+        options: the call's `options` argument (None: not given).
+        keywords: the call's other keywords, `{name: value}`.
+
+    Returns:
+        `options`, or `options_class(**keywords)`.
+
+    Raises:
+        TypeError: for `options` together with keywords (naming them), a
+            keyword that is no field, a required field left out, or
+            `options` of another type.
+    """
+    fields = dataclasses.fields(options_class)
+    names = [field.name for field in fields]
+    kind = options_class.__name__
+    unknown = sorted(set(keywords) - set(names))
+    if unknown:
+        raise TypeError(
+            f"{function}() got an unexpected keyword argument {unknown[0]!r}; "
+            f"the settings it takes as keywords are {kind}'s fields {names}."
+        )
+    if options is None:
+        missing = [field.name for field in fields
+                   if field.default is dataclasses.MISSING
+                   and field.default_factory is dataclasses.MISSING
+                   and field.name not in keywords]
+        if missing:
+            raise TypeError(
+                f"{function}() missing 1 required keyword-only argument: "
+                f"{missing[0]!r} (or pass options={kind}({missing[0]}=...))."
+            )
+        return options_class(**keywords)
+    if keywords:
+        raise TypeError(
+            f"{function}() received options= and the keyword(s) {sorted(keywords)}, "
+            f"which {kind} also holds; pass options={kind}(...) with every setting "
+            "in it, or the keywords alone."
+        )
+    if not isinstance(options, options_class):
+        raise TypeError(
+            f"{function}()'s `options` must be a {kind}; received "
+            f"{type(options).__name__}."
+        )
+    return options

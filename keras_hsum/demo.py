@@ -100,8 +100,9 @@ def run(out_dir="demo_out", epochs=None, steps_per_epoch=None, example_index=0):
     print(f"[2/4] Exporting a text-in/text-out SavedModel -> {saved_models}")
     start = time.perf_counter()
     version_path = export_cli.export_run(
-        run_dir, saved_models, beam_size=4, block_ngrams=3, block_recent=2, length_alpha=0.6,
-        serving_root=None,
+        run_dir, saved_models, options=export_cli.ExportOptions(
+            beam_size=4, block_ngrams=3, block_recent=2, length_alpha=0.6, serving_root=None,
+        ),
     )
     report["export"] = {"path": version_path, "seconds": time.perf_counter() - start}
     print(f"    wrote {version_path} in {report['export']['seconds']:.0f} s")

@@ -68,6 +68,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_hsum.checks import check_int
+from keras_hsum.checks import options_or_keywords
 from keras_hsum.data import reader as reader_lib
 from keras_hsum.data import structure
 from keras_hsum.data.ranking import rouge2_recall_targets
@@ -1086,40 +1087,6 @@ class DatasetOptions:
     include_ids: bool = False
 
 
-def _dataset_options(options, keywords):
-    """The `DatasetOptions` of a `make_dataset` call: `options`, or one built
-    from the call's `DatasetOptions` keywords (never both)."""
-    names = [field.name for field in dataclasses.fields(DatasetOptions)]
-    unknown = sorted(set(keywords) - set(names))
-    if unknown:
-        raise TypeError(
-            f"make_dataset() got an unexpected keyword argument {unknown[0]!r}; "
-            f"its settings are the structure's (max_units, max_tokens, "
-            f"max_target_length, family_options, extras), report, options, and "
-            f"DatasetOptions' fields {names}."
-        )
-    if options is not None:
-        if keywords:
-            raise TypeError(
-                "make_dataset() received options= and the keyword(s) "
-                f"{sorted(keywords)}, which DatasetOptions also holds; pass "
-                "options=DatasetOptions(...) with every setting in it, or the "
-                "keywords alone."
-            )
-        if not isinstance(options, DatasetOptions):
-            raise TypeError(
-                "make_dataset's `options` must be a keras_hsum.data.DatasetOptions; "
-                f"received {type(options).__name__}."
-            )
-        return options
-    if "batch_size" not in keywords:
-        raise TypeError(
-            "make_dataset() missing 1 required keyword-only argument: 'batch_size' "
-            "(or pass options=DatasetOptions(batch_size=...))."
-        )
-    return DatasetOptions(**keywords)
-
-
 def make_dataset(
     source,
     vocabulary,
@@ -1187,7 +1154,7 @@ def make_dataset(
     localhost/_0_SentencepieceOp/... does not exist" when iterated). Build
     datasets after setting seeds.
     """
-    options = _dataset_options(options, option_keywords)
+    options = options_or_keywords("make_dataset", DatasetOptions, options, option_keywords)
     if not isinstance(source, (str, os.PathLike)):
         if iter(source) is source:
             raise TypeError(

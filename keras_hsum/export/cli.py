@@ -308,26 +308,14 @@ def ranked_config(name, config, ranker_run=None, extractive_beta=0.0,
     return config
 
 
-def export_run(run, out, *, predictor_run=None, ranker_run=None, extractive_beta=0.0,
-               version=None, preset="default",
-               beam_size=PRESET, max_length=None, min_length=0, length_alpha=PRESET,
-               block_ngrams=PRESET, block_recent=PRESET, recent_exceptions=PRESET,
-               alignment_beta=PRESET, serving_root="/models",
-               jit_compile=False, block_unknown=True, extract_sentences=None,
-               checkpoint="last", mbr=False, sampling=None, max_request_bytes=None):
-    """Exports a trained run as `<out>/<version>/` (see `keras-hsum export`).
+@dataclasses.dataclass(frozen=True)
+class ExportOptions:
+    """How `export_run` decodes and serves a run: the search, the preset its
+    settings come from, and the SavedModel's serving settings. Which run and
+    weights are exported (the run, `checkpoint`, a predictor or ranker run)
+    `export_run` takes itself.
 
-    Args:
-        run: the run folder.
-        out: the model base path, e.g. `saved_models/pht`.
-        predictor_run: optional `pht_predictor` run folder (PHT only): its
-            η̂ is returned as `predicted_attention` and aligns the search.
-        ranker_run: for a run trained with rank="learned", the `ranker`
-            run to serve instead of the one its config.json records (the
-            same ranker, moved); refused for other runs.
-        extractive_beta: β of `ExtractiveAlignment` (PHT §6's extProb:
-            attention alignment to the learned ranker's normalised
-            scores); needs a run trained with rank="learned"; 0: off.
+    Attributes:
         version: the version number (default: the next one).
         preset: "default" or "paper": where the decoding settings left at
             `PRESET` come from (`decoding_settings`: `DECODING_DEFAULTS`,
@@ -339,39 +327,90 @@ def export_run(run, out, *, predictor_run=None, ranker_run=None, extractive_beta
             the preset's value.
         recent_exceptions: pieces of the run's vocabulary that
             `block_recent` lets repeat (PHT §5.2 exempts the comma: ",").
-        extract_sentences: SHTE only: sentences per extract (default: the
-            run's `extract_sentences`).
+        extractive_beta: β of `ExtractiveAlignment` (PHT §6's extProb:
+            attention alignment to the learned ranker's normalised
+            scores); needs a run trained with rank="learned"; 0: off.
         block_unknown: never generate the vocabulary's unknown piece
             (it detokenizes to " ⁇ ").
-        serving_root: models.config base paths (`<serving_root>/<name>`);
-            None: absolute local paths.
-        jit_compile: XLA-compile the encoder and search.
-        checkpoint: "last" (model.keras), "best" (best.keras, the lowest
-            validation loss), "epoch-N" (a kept epoch's) or "epochs-A-B"
-            (the mean of kept epochs A to B) weights of `run`, or such
-            names joined by "+" ("epoch-9+epoch-13"): an ensemble that
-            decodes with the mean of their next-token distributions
-            (`keras_hsum.models.SummarizerEnsemble`).
         mbr: serve the beam's hypothesis of highest expected ROUGE-1/2
             against the others (`SearchOptions.mbr`; needs beam_size >= 2).
         sampling: None (beam search), or a dict of `Sampling`'s settings
             (`temperature`, `top_k`, `top_p`, `epsilon`, `seed`): draw
             `beam_size` samples instead (`SearchOptions.sampling`).
+        extract_sentences: SHTE only: sentences per extract (default: the
+            run's `extract_sentences`).
+        serving_root: models.config base paths (`<serving_root>/<name>`);
+            None: absolute local paths.
+        jit_compile: XLA-compile the encoder and search.
         max_request_bytes: the most bytes of text one row of a request may
             hold (documents, title and query; default
             `serving.DEFAULT_MAX_REQUEST_BYTES`, 4 MiB); a row over it gets
             the `error` output "request too large: ..." without being
             read. Recorded in the version's keras_hsum.json.
 
+    Example:
+
+    ```python
+    options = ExportOptions(preset="paper", beam_size=4, serving_root=None)
+    export_run("runs/pht", "saved_models/pht", checkpoint="best", options=options)
+    ```
+    """
+
+    version: object = None
+    preset: str = "default"
+    beam_size: object = PRESET
+    max_length: object = None
+    min_length: int = 0
+    length_alpha: object = PRESET
+    block_ngrams: object = PRESET
+    block_recent: object = PRESET
+    recent_exceptions: object = PRESET
+    alignment_beta: object = PRESET
+    extractive_beta: float = 0.0
+    block_unknown: bool = True
+    mbr: bool = False
+    sampling: object = None
+    extract_sentences: object = None
+    serving_root: object = "/models"
+    jit_compile: bool = False
+    max_request_bytes: object = None
+
+
+def export_run(run, out, *, checkpoint="last", predictor_run=None, ranker_run=None,
+               options=None, **option_keywords):
+    """Exports a trained run as `<out>/<version>/` (see `keras-hsum export`).
+
+    Args:
+        run: the run folder.
+        out: the model base path, e.g. `saved_models/pht`.
+        checkpoint: "last" (model.keras), "best" (best.keras, the lowest
+            validation loss), "epoch-N" (a kept epoch's) or "epochs-A-B"
+            (the mean of kept epochs A to B) weights of `run`, or such
+            names joined by "+" ("epoch-9+epoch-13"): an ensemble that
+            decodes with the mean of their next-token distributions
+            (`keras_hsum.models.SummarizerEnsemble`).
+        predictor_run: optional `pht_predictor` run folder (PHT only): its
+            η̂ is returned as `predicted_attention` and aligns the search.
+        ranker_run: for a run trained with rank="learned", the `ranker`
+            run to serve instead of the one its config.json records (the
+            same ranker, moved); refused for other runs.
+        options: an `ExportOptions`: the decoding and serving settings.
+        **option_keywords: instead of `options`, its fields as keywords
+            (`beam_size=4, serving_root=None, ...`). Passing both is a
+            TypeError.
+
     Returns:
         The version folder written.
     """
     from keras_hsum.checks import check_int
+    from keras_hsum.checks import options_or_keywords
     from keras_hsum.export.serving import DEFAULT_MAX_REQUEST_BYTES
     from keras_hsum.export.serving import SearchOptions
     from keras_hsum.export.serving import export_saved_model
     from keras_hsum.models import SHTE
 
+    options = options_or_keywords("export_run", ExportOptions, options, option_keywords)
+    max_request_bytes = options.max_request_bytes
     if max_request_bytes is None:
         max_request_bytes = DEFAULT_MAX_REQUEST_BYTES
     max_request_bytes = check_int(
@@ -379,17 +418,14 @@ def export_run(run, out, *, predictor_run=None, ranker_run=None, extractive_beta
     )
     name, recipe, config, model, vocabulary = load_run(run, checkpoint)
     given = {
-        key: value for key, value in dict(
-            beam_size=beam_size, length_alpha=length_alpha, block_ngrams=block_ngrams,
-            block_recent=block_recent, recent_exceptions=recent_exceptions,
-            alignment_beta=alignment_beta,
-        ).items() if value is not PRESET
+        key: getattr(options, key) for key in DECODING_DEFAULTS
+        if getattr(options, key) is not PRESET
     }
     decoding, notes = decoding_settings(
-        name, recipe, preset, predictor=predictor_run is not None, **given
+        name, recipe, options.preset, predictor=predictor_run is not None, **given
     )
-    config = ranked_config(name, config, ranker_run, extractive_beta, predictor_run)
-    structurer, options = build_structurer(recipe, name, config, vocabulary)
+    config = ranked_config(name, config, ranker_run, options.extractive_beta, predictor_run)
+    structurer, structure_options = build_structurer(recipe, name, config, vocabulary)
     predictor = None
     if predictor_run is not None:
         from keras_hsum.models import SummarizerEnsemble
@@ -407,6 +443,7 @@ def export_run(run, out, *, predictor_run=None, ranker_run=None, extractive_beta
                 f"a `pht` run; received a {predictor_name!r} predictor for a "
                 f"{name!r} run."
             )
+    max_length = options.max_length
     if max_length is None:
         max_length = max(1, int(getattr(config, "max_target_length", 101)) - 1)
     recent_exceptions = decoding.pop("recent_exceptions")
@@ -414,18 +451,19 @@ def export_run(run, out, *, predictor_run=None, ranker_run=None, extractive_beta
         exception_ids = tuple(vocabulary.piece_to_id(piece) for piece in recent_exceptions)
     except ValueError as error:
         flag = ("--recent-exception" if "recent_exceptions" in given
-                else f"--preset {preset} (recent exceptions)")
+                else f"--preset {options.preset} (recent exceptions)")
         raise ValueError(f"{flag}: {error}") from None
     search = SearchOptions(
-        max_length=max_length, min_length=min_length, **decoding,
-        recent_exceptions=exception_ids, extractive_beta=float(extractive_beta or 0.0),
-        blocked_ids=(vocabulary.unk_id,) if block_unknown else (),
-        mbr=mbr, sampling=sampling,
+        max_length=max_length, min_length=options.min_length, **decoding,
+        recent_exceptions=exception_ids,
+        extractive_beta=float(options.extractive_beta or 0.0),
+        blocked_ids=(vocabulary.unk_id,) if options.block_unknown else (),
+        mbr=options.mbr, sampling=options.sampling,
     )
     module = build_module(
         model, structurer, search=search, predictor=predictor,
-        k=extract_sentences or getattr(config, "extract_sentences", 3),
-        jit_compile=jit_compile, max_request_bytes=max_request_bytes,
+        k=options.extract_sentences or getattr(config, "extract_sentences", 3),
+        jit_compile=options.jit_compile, max_request_bytes=max_request_bytes,
     )
     metadata = {
         "recipe": name,
@@ -437,17 +475,18 @@ def export_run(run, out, *, predictor_run=None, ranker_run=None, extractive_beta
         "checkpoint": checkpoint,
         "predictor_run": os.path.abspath(predictor_run) if predictor_run else None,
         "ranker_run": getattr(config, "ranker_run", None),
-        "structure_options": options,
-        "decoding_preset": preset,
+        "structure_options": structure_options,
+        "decoding_preset": options.preset,
         "search": None if isinstance(model, SHTE) else search.to_dict(),
         "recent_exception_pieces": list(recent_exceptions),
-        "jit_compile": bool(jit_compile),
+        "jit_compile": bool(options.jit_compile),
         "max_request_bytes": max_request_bytes,
     }
     for note in notes:
         print(f"keras-hsum export: {note}", file=sys.stderr)
     return export_saved_model(
-        module, out, version=version, metadata=metadata, serving_root=serving_root
+        module, out, version=options.version, metadata=metadata,
+        serving_root=options.serving_root,
     )
 
 
@@ -478,17 +517,19 @@ def _export(args):
             raise ValueError(f"{', '.join(changed)} set a sampling search: add --sample.")
         out = args.out or os.path.join(
             DEFAULT_EXPORT_ROOT, os.path.basename(os.path.abspath(args.run)))
-        path = export_run(
-            args.run, out, predictor_run=args.predictor_run,
-            ranker_run=args.ranker_run, extractive_beta=args.extractive_alignment,
+        options = ExportOptions(
             version=args.version, preset=args.preset, **decoding_flags(args),
             max_length=args.max_length, min_length=args.min_length,
-            serving_root=None if args.serving_root == "" else args.serving_root,
-            jit_compile=args.jit_compile, block_unknown=not args.allow_unknown,
-            extract_sentences=args.extract_sentences,
-            checkpoint=args.checkpoint, mbr=args.mbr,
+            extractive_beta=args.extractive_alignment,
+            block_unknown=not args.allow_unknown, mbr=args.mbr,
             sampling=sampling if args.sample else None,
-            max_request_bytes=args.max_request_bytes,
+            extract_sentences=args.extract_sentences,
+            serving_root=None if args.serving_root == "" else args.serving_root,
+            jit_compile=args.jit_compile, max_request_bytes=args.max_request_bytes,
+        )
+        path = export_run(
+            args.run, out, checkpoint=args.checkpoint, predictor_run=args.predictor_run,
+            ranker_run=args.ranker_run, options=options,
         )
     except (ValueError, OSError) as error:
         print(f"keras-hsum export: error: {error}", file=sys.stderr)

@@ -815,8 +815,7 @@ def test_dataset_options_build_the_batches_of_the_same_keywords(
          r"options= and the keyword\(s\) \['seed', 'shuffle_buffer'\]"),
         (dict(batch_size=2, shuffle=True), "unexpected keyword argument 'shuffle'"),
         (dict(), "missing 1 required keyword-only argument: 'batch_size'"),
-        (dict(options={"batch_size": 2}), "must be a keras_hsum.data.DatasetOptions; "
-                                          "received dict"),
+        (dict(options={"batch_size": 2}), "must be a DatasetOptions; received dict"),
     ],
     ids=["both", "unknown", "no_batch_size", "not_options"],
 )

@@ -254,6 +254,51 @@ def test_export_errors_are_clear(tmp_path, capsys, pht_run):
     assert "--predictor-run '" in capsys.readouterr().err
 
 
+def test_export_options_and_the_same_keywords_export_the_same_version(
+    tmp_path, monkeypatch, pht_run
+):
+    """`export_run(..., options=ExportOptions(...))` hands the SavedModel
+    writer what the same settings as keywords do (the writer is replaced by
+    a recorder: the settings, not the file, are under test)."""
+    from keras_hsum.export import serving
+    from keras_hsum.export.cli import ExportOptions
+    from keras_hsum.export.cli import export_run
+
+    written = []
+
+    def record(module, out, *, version, metadata, serving_root):
+        written.append(dict(out=out, version=version, metadata=metadata,
+                            serving_root=serving_root, module=type(module).__name__))
+        return os.path.join(out, str(version))
+
+    monkeypatch.setattr(serving, "export_saved_model", record)
+    settings = dict(version=3, beam_size=2, length_alpha=0.6, block_ngrams=3,
+                    block_recent=2, recent_exceptions=(",",), min_length=1, max_length=5,
+                    serving_root=None, max_request_bytes=1000)
+    out = str(tmp_path / "pht")
+    assert export_run(pht_run, out, checkpoint="last", **settings) == os.path.join(out, "3")
+    export_run(pht_run, out, checkpoint="last", options=ExportOptions(**settings))
+    by_keywords, by_options = written
+    assert by_keywords == by_options
+    search = by_options["metadata"]["search"]
+    assert (search["beam_size"], search["max_length"], search["min_length"]) == (2, 5, 1)
+    assert by_options["metadata"]["max_request_bytes"] == 1000
+    assert by_options["serving_root"] is None and by_options["version"] == 3
+
+
+def test_export_options_with_keywords_is_a_type_error_naming_them(tmp_path, pht_run):
+    from keras_hsum.export.cli import ExportOptions
+    from keras_hsum.export.cli import export_run
+
+    with pytest.raises(TypeError, match=r"options= and the keyword\(s\) "
+                                        r"\['beam_size', 'preset'\]"):
+        export_run(pht_run, tmp_path / "pht", options=ExportOptions(),
+                   beam_size=2, preset="paper")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'beam'"):
+        export_run(pht_run, tmp_path / "pht", beam=2)
+    assert not (tmp_path / "pht").exists()
+
+
 def test_damaged_run_folders_are_named(tmp_path, pht_run):
     """A broken config.json, one without a recipe, one of another version
     and a truncated model.keras: each a ValueError naming the file."""
