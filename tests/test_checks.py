@@ -1,9 +1,13 @@
-"""keras_hsum.checks.check_int: the one rule for counts and sizes."""
+"""keras_hsum.checks: check_int, the one rule for counts and sizes, and
+options_or_keywords, the one rule for an options object or its keywords."""
+
+import dataclasses
 
 import numpy as np
 import pytest
 
 from keras_hsum.checks import check_int
+from keras_hsum.checks import options_or_keywords
 
 
 def test_ints_at_or_above_the_bound_pass_as_python_ints():
@@ -30,3 +34,33 @@ def test_bound_hint_and_none_wording():
         check_int("n", 2, 3, hint=" (BOS)")
     with pytest.raises(ValueError, match=r"^`k` must be None or an int >= 1, received 0\.$"):
         check_int("k", 0, allow_none=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Options:
+    size: int
+    seed: int = 0
+
+
+def test_options_or_keywords_takes_one_or_the_other():
+    given = _Options(size=2, seed=5)
+    assert options_or_keywords("f", _Options, given, {}) is given
+    assert options_or_keywords("f", _Options, None, {"size": 2, "seed": 5}) == given
+    assert options_or_keywords("f", _Options, None, {"size": 3}) == _Options(3, 0)
+
+
+@pytest.mark.parametrize(
+    "options, keywords, message",
+    [
+        (_Options(2), {"seed": 1}, r"f\(\) received options= and the keyword\(s\) \['seed'\]"),
+        (None, {"size": 2, "sede": 1}, r"f\(\) got an unexpected keyword argument 'sede'"),
+        (None, {"seed": 1}, r"f\(\) missing 1 required keyword-only argument: 'size' "
+                            r"\(or pass options=_Options\(size=...\)\)"),
+        ({"size": 2}, {}, r"`options` must be a _Options; received dict"),
+    ],
+)
+def test_options_or_keywords_misuse_is_a_type_error_saying_what_to_do(
+    options, keywords, message
+):
+    with pytest.raises(TypeError, match=message):
+        options_or_keywords("f", _Options, options, keywords)
