@@ -242,3 +242,22 @@ def test_clear_errors(model):
         return
     with pytest.raises(ValueError, match="more than the backbone's max_sequence_length 64"):
         model(too_long)
+
+
+def test_fit_updates_the_pretrained_weights():
+    """One `fit` step with keras_hsum's loss trains the backbone's weights
+    (the model holds no weights of its own)."""
+    from keras_hsum.models import LabelSmoothedCrossEntropy
+
+    model = BackboneSummarizer(backbone=small_backbone("bart", seed=1))
+    assert len(model.trainable_weights) == len(model.backbone.trainable_weights) > 0
+    inputs = random_inputs(seed=8)
+    labels = np.concatenate([inputs["decoder_tokens"][:, 1:], np.zeros((2, 1), "int32")], 1)
+    before = to_numpy(model.backbone.token_embedding.embeddings)
+    # TensorFlow: a plain tf.function (XLA's compile time is most of the
+    # test; the compiled step is tested above); JAX: jax.jit, its default.
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=LabelSmoothedCrossEntropy(0.1),
+                  jit_compile=keras.backend.backend() == "jax")
+    history = model.fit(inputs, labels, sample_weight=labels != 0, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+    assert np.abs(to_numpy(model.backbone.token_embedding.embeddings) - before).max() > 0
