@@ -6,7 +6,8 @@ to the query/title (the pipeline's "paragraphs" family) or, with
 (`ranker_run`; HT's first stage, §3), and the top
 `max_paragraphs` (training) / `max_test_paragraphs` (evaluation) of
 `paragraph_length` tokens are encoded. `graph_kind` adds the similarity or
-discourse graph (pipeline extra `paragraph_graph`) for the `graph_heads`.
+discourse graph (pipeline extra `paragraph_graph`, built by the in-graph
+structurer, so an exported run serves it too) for the `graph_heads`.
 """
 
 import dataclasses
@@ -168,12 +169,16 @@ def structure_options(config):
 
     Mirrors `make_dataset` at evaluation time: the "paragraphs" family
     ranked as `rank` (and `ranker_run`) say, re-chunked per source
-    paragraph, P = `max_test_paragraphs`, T = `paragraph_length`. The graph
-    extra (`graph_kind`) is not part of the structuring.
+    paragraph, P = `max_test_paragraphs`, T = `paragraph_length`; with
+    `graph_kind`, the structurer builds that paragraph graph in the graph,
+    as the `paragraph_graph` extra of `make_dataset` does in training.
     """
-    return dict(
+    options = dict(
         family="paragraphs",
         max_units=config.max_test_paragraphs,
         max_tokens=config.paragraph_length,
         **ranking_options(config),
     )
+    if config.graph_kind:
+        options.update(paragraph_graph(config.graph_kind).structurer_options)
+    return options

@@ -219,16 +219,19 @@ def build_structurer(recipe, recipe_name, config, vocabulary):
             f"Recipe {recipe_name!r} defines no `structure_options(config)`, "
             "so its in-graph preprocessing is unknown and it cannot be exported."
         )
-    if getattr(config, "graph_kind", None):
+    options = dict(recipe.structure_options(config))
+    graph_kind = getattr(config, "graph_kind", None)
+    if graph_kind and options.get("graph_kind") != graph_kind:
         # HierarchicalTransformer drops a missing graph silently: the
         # served model would attend without the graph it trained with.
         raise ValueError(
-            f"This {recipe_name!r} run trained with graph_kind="
-            f"{config.graph_kind!r}, and the in-graph preprocessing builds no "
-            "paragraph graph, so the exported model would run without it. "
-            "Export a run trained without graph_kind."
+            f"This {recipe_name!r} run trained with graph_kind={graph_kind!r}, "
+            f"and recipe {recipe_name!r}'s structure_options builds "
+            f"graph_kind={options.get('graph_kind')!r}, so the exported model "
+            "would run without the graph it trained with. Make the recipe's "
+            "structure_options give the structurer graph_kind (as recipes/ht.py "
+            "does), or export a run trained without graph_kind."
         )
-    options = dict(recipe.structure_options(config))
     return TextStructurer(vocabulary.proto, **options), options
 
 

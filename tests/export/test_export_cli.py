@@ -849,20 +849,6 @@ def test_discourse_run_exports_with_a_per_request_extended_vocabulary(tmp_path, 
         np.testing.assert_array_equal(ids[b, :lengths[b]], best[b, :lengths[b]])
 
 
-def test_a_run_trained_with_a_paragraph_graph_is_not_exported_without_it(vocabulary):
-    """The serving preprocessing builds no tf-idf or discourse graph, and
-    HierarchicalTransformer runs without a missing graph: such an export
-    would serve another model than the one trained, so it is refused."""
-    from keras_hsum import recipes
-    from keras_hsum.export.cli import build_structurer
-
-    config = recipes.config("ht", "tiny").replace(graph_kind="similarity", graph_heads=(0,))
-    with pytest.raises(ValueError, match=r"trained with graph_kind='similarity'.*builds no "
-                                         r"paragraph graph"):
-        build_structurer(recipes.get("ht"), "ht", config, vocabulary)
-    build_structurer(recipes.get("ht"), "ht", recipes.config("ht", "tiny"), vocabulary)
-
-
 @pytest.mark.slow
 def test_export_with_the_paper_preset_records_it_and_says_alignment_is_off(
     tmp_path, capsys, pht_run, vocabulary
