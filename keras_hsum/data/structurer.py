@@ -39,6 +39,10 @@ plain text:
    query, else the title (`keras_hsum.data.ranking.tfidf_cosine`: terms are
    lower-cased `[^\\W_]+` words, smoothed idf over the rows of one example,
    float64 arithmetic, stable sort), truncation to P rows of T tokens.
+5. With `graph_kind`, HT's paragraph graph over the kept rows
+   (`keras_hsum.data.graphs.graph_for`: the similarity or the discourse
+   graph, whose module docstring defines both), from the rows' texts,
+   documents and reading-order positions.
 
 Known differences from the Python builders (measured on the bundled real
 samples by `tests/data/test_structurer.py`):
