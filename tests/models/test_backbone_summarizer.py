@@ -31,12 +31,12 @@ pytestmark = pytest.mark.filterwarnings(
 )
 
 
-def small_backbone(kind="bart", seed=0):
+def small_backbone(kind="bart", seed=0, dtype=None):
     """A random backbone: V 1000, 2 layers, D 32, 2 heads (BART: 64 learned
     positions; "t5_untied": T5 with an untied LM head and Dh 8 != D/H)."""
     keras.utils.set_random_seed(seed)
     sizes = dict(vocabulary_size=VOCABULARY, num_layers=2, num_heads=2, hidden_dim=32,
-                 intermediate_dim=64)
+                 intermediate_dim=64, dtype=dtype)
     if kind == "bart":
         return keras_hub.models.BartBackbone(max_sequence_length=MAX_LENGTH, **sizes)
     if kind == "t5":
@@ -261,3 +261,15 @@ def test_fit_updates_the_pretrained_weights():
     history = model.fit(inputs, labels, sample_weight=labels != 0, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0])
     assert np.abs(to_numpy(model.backbone.token_embedding.embeddings) - before).max() > 0
+
+
+@pytest.mark.jax_slow  # 11 s each under JAX (the eager bfloat16 step loop) on the loaded machine
+@pytest.mark.parametrize("kind", ["bart", "t5"])
+def test_mixed_precision(kind):
+    """A mixed_bfloat16 backbone: bfloat16 states and caches, float32 logits,
+    and a step that equals teacher forcing within bfloat16's precision."""
+    model = BackboneSummarizer(backbone=small_backbone(kind, dtype="mixed_bfloat16"))
+    inputs = random_inputs(seed=9)
+    assert keras.backend.standardize_dtype(model.encode(inputs)["memory"].dtype) == "bfloat16"
+    assert keras.backend.standardize_dtype(model(inputs).dtype) == "float32"
+    assert_step_matches_call(model, inputs, atol=5e-2)
