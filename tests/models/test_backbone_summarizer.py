@@ -273,3 +273,20 @@ def test_mixed_precision(kind):
     assert keras.backend.standardize_dtype(model.encode(inputs)["memory"].dtype) == "bfloat16"
     assert keras.backend.standardize_dtype(model(inputs).dtype) == "float32"
     assert_step_matches_call(model, inputs, atol=5e-2)
+
+
+def test_source_padding(model):
+    """Padding columns appended to the source change no output, and an
+    example whose source is all padding gives finite logits (no NaN)."""
+    inputs = random_inputs(seed=10)
+    padded = dict(inputs)
+    padded["tokens"] = np.pad(inputs["tokens"], ((0, 0), (0, 5)))
+    padded["token_mask"] = np.pad(inputs["token_mask"], ((0, 0), (0, 5)))
+    np.testing.assert_allclose(to_numpy(model(padded)), to_numpy(model(inputs)), atol=1e-5)
+    empty = dict(inputs)
+    empty["tokens"] = inputs["tokens"].copy()
+    empty["tokens"][1] = 0
+    empty["token_mask"] = empty["tokens"] != 0
+    logits = to_numpy(model(empty))
+    assert np.all(np.isfinite(logits))
+    np.testing.assert_allclose(logits[0], to_numpy(model(inputs))[0], atol=1e-5)
