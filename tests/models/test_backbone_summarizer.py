@@ -147,7 +147,7 @@ def test_compiled_step_equals_teacher_forcing(model):
     assert to_numpy(aux["paragraph_attention"]).shape == (2, 1)
 
 
-@pytest.mark.jax_slow  # 15 s under JAX (jax.jit of the unrolled step loop) on a loaded 2-core machine
+@pytest.mark.jax_slow  # 15-32 s under JAX (jax.jit of the unrolled step loop), loaded 2 cores
 def test_beam_cache_step_equals_teacher_forcing(model):
     """K different targets per example, eager and jit-compiled (both backends)."""
     static = assert_beam_cache_step_matches_call(model, random_inputs(seed=3), beams=2)
