@@ -834,6 +834,9 @@ def _prepared(
         structurer_options,
     )
     specs = family_features(family, bool(max_target_length), include_ids)
+    if options.get("graph_kind"):
+        # family_options asked the structurer for the graph itself: keep it.
+        specs.update(paragraph_graph(options["graph_kind"]).feature_spec)
     for extra in extras:
         for name, spec in getattr(extra, "feature_spec", {}).items():
             specs[name] = spec

@@ -66,15 +66,27 @@ def reference_graph(out, b, kind, options):
     return graphs.graph_for(structured, kind, **options)
 
 
+_STRUCTURERS = {}
+
+
+def structurer_for(vocabulary, kind, options, max_units):
+    """One structurer per graph and P in this module (tracing one costs
+    seconds)."""
+    key = (kind, tuple(sorted(options.items())), max_units)
+    if key not in _STRUCTURERS:
+        _STRUCTURERS[key] = TextStructurer(
+            vocabulary.proto, "paragraphs", max_units, T,
+            graph_kind=kind, graph_options=options,
+        )
+    return _STRUCTURERS[key]
+
+
 def check_examples(examples, vocabulary, kind, options, max_units):
     """Structures `examples` in one batch; asserts graph == reference.
 
     Returns the structurer's output (numpy) for further checks.
     """
-    structurer = TextStructurer(
-        vocabulary.proto, "paragraphs", max_units, T,
-        graph_kind=kind, graph_options=options,
-    )
+    structurer = structurer_for(vocabulary, kind, options, max_units)
     out = structure_batch(structurer, [render(e) for e in examples])
     graph = out[GRAPH]
     assert graph.dtype == np.float32
@@ -145,36 +157,44 @@ def test_graphs_equal_the_python_reference_on_all_bundled_examples(
 
 
 def test_discourse_graph_of_hand_written_rows(vocabulary):
-    # Two documents; the first has three paragraphs, P = 3 drops one row
-    # (ranked by tf-idf to the title). Adjacency never bridges the dropped
-    # row, never crosses documents; "However" opens a row (marker edge from
-    # its predecessor); "Paris" is an entity in two rows, "The" is
-    # sentence-initial and "Mr" a stop word.
+    # Two documents; the first has twelve paragraphs, of which P = 12 drops
+    # one: the zebra row (tf-idf 0 to the title, and the last of the rows
+    # that tie at 0). Adjacency never bridges the dropped row, never crosses
+    # documents; "However" opens a row (marker edge from its predecessor);
+    # "Paris" is an entity in three rows, "The" is sentence-initial and "Mr"
+    # a stop word; the filler rows hold no entity.
+    fillers = [f"the {word} sat still." for word in
+               ("cat", "dog", "hen", "cow", "pig", "ram", "yak", "elk", "owl")]
     documents = [
-        "We met Paris in March. Mr Smith came.\n\n"
-        "However, rain fell on Paris.\n\n"
-        "The zebra slept.",
+        "\n\n".join(
+            ["We met Paris in March. Mr Smith came.", "However, rain fell on Paris."]
+            + fillers + ["The zebra slept."]
+        ),
         "Rain and Paris again. The end.",
     ]
-    structurer = TextStructurer(
-        vocabulary.proto, "paragraphs", 3, T, graph_kind="discourse"
-    )
+    structurer = structurer_for(vocabulary, "discourse", {}, 12)
     out = structure_batch(structurer, [(documents, "Paris rain", "")])
-    rows = out[PARAGRAPH_MASK][0].sum()
-    assert rows == 3
+    assert out[PARAGRAPH_MASK][0].sum() == 12
     expected = reference_graph(out, 0, "discourse", {})
     np.testing.assert_array_equal(out[GRAPH][0], expected)
     by_position = {
         (int(d), int(p)): i
         for i, (d, p) in enumerate(zip(out[DOCUMENT_IDS][0], out[PARAGRAPH_INDEX][0]))
     }
+    assert (0, 11) not in by_position  # the zebra row was dropped
     first, second = by_position[(0, 0)], by_position[(0, 1)]
-    other = by_position[(1, 3)]
+    other = by_position[(1, 12)]
+    last_filler = by_position[(0, 10)]
     graph = out[GRAPH][0]
     # adjacency + marker one way, adjacency + "Paris" both ways.
     assert graph[first, second] == 3.0 and graph[second, first] == 2.0
     assert graph[first, other] == 1.0 and graph[second, other] == 1.0
-    assert np.diag(graph).tolist() == [0.0, 0.0, 0.0]
+    assert graph[second, by_position[(0, 2)]] == 1.0  # adjacency only
+    # The last filler's successor was dropped; the next document is no
+    # neighbour.
+    assert graph[last_filler].tolist().count(1.0) == 1
+    assert graph[last_filler, other] == 0.0 and graph[other, last_filler] == 0.0
+    assert not np.diag(graph).any()
 
 
 def test_graph_options_are_checked(vocabulary):
@@ -250,3 +270,26 @@ def test_pipeline_graph_extra_reads_the_structurers_graph(
     assert count == len(examples)
     # A corpus-level tf-idf model is not built in the graph: Python computes it.
     assert pipeline.paragraph_graph("similarity", model=None).structurer_options is None
+
+
+def test_graph_asked_for_in_family_options_reaches_the_batches(real_examples, vocabulary):
+    from keras_hsum.data import pipeline
+
+    examples = real_examples("fewsum_amazon", "val")[:2]
+    options = {"graph_kind": "similarity", "graph_options": {"threshold": 0.1}}
+    [batch] = list(
+        pipeline.make_dataset(
+            examples, vocabulary, "paragraphs", batch_size=2, max_units=6,
+            max_tokens=T, family_options=options,
+        ).as_numpy_iterator()
+    )
+    structurer = TextStructurer(vocabulary.proto, "paragraphs", 6, T, **options)
+    expected = structure_batch(structurer, [render(e) for e in examples])[GRAPH]
+    rows = batch[PARAGRAPH_MASK].shape[1]
+    np.testing.assert_array_equal(batch[GRAPH], expected[:, :rows, :rows])
+    with pytest.raises(ValueError, match="already set; give one paragraph graph"):
+        pipeline.make_dataset(
+            examples, vocabulary, "paragraphs", batch_size=2, max_units=6,
+            max_tokens=T, family_options=options,
+            extras=[pipeline.paragraph_graph("similarity")],
+        )
