@@ -56,6 +56,12 @@ samples by `tests/data/test_structurer.py`):
 - tf-idf scores are summed in a different order than numpy's, so a score
   can differ in the last float64 bit; after the cast to float32 this can
   only swap two rows whose scores tie to within one float32 ulp.
+- The paragraph graphs lower-case with ICU too (tf-idf terms, discourse
+  markers, the stop-word test of entities), and their cosines are summed in
+  another order than `graphs`' float64 dot products: a cosine within one
+  float32 ulp of `threshold` may fall on the other side of it. On the
+  bundled qmsum_goldspan and fewsum validation examples every graph is
+  equal (`tests/data/test_structurer_graphs.py`).
 - Plain text carries sections only where a `===` line marks them (as
   `keras_hsum.data.reader.render_documents` writes them); without one, a
   document is one section, as in `example_from_text`.
