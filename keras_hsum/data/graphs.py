@@ -149,7 +149,9 @@ STOP_WORDS = frozenset(
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 
 
-def _check_threshold(threshold):
+def check_threshold(threshold):
+    """Raises a ValueError unless `threshold` is a number in [0, 1] (the
+    similarity graph's edge threshold; the structurer checks it too)."""
     if not isinstance(threshold, (int, float, np.floating)) or not (
         0.0 <= float(threshold) <= 1.0
     ):
@@ -178,7 +180,7 @@ def similarity_graph(texts, threshold=0.2, model=None):
     >>> float(graph[0, 2]), bool(graph[0, 1] > 0.5)
     (0.0, True)
     """
-    _check_threshold(threshold)
+    check_threshold(threshold)
     texts = list(texts)
     if not texts:
         return np.zeros((0, 0), dtype=np.float32)

@@ -239,7 +239,7 @@ def _check_graph(kind, options):
 
     options = dict(GRAPH_OPTIONS[kind], **options)
     if kind == "similarity":
-        graphs._check_threshold(options["threshold"])
+        graphs.check_threshold(options["threshold"])
     else:
         for name in ("adjacency_weight", "marker_weight", "entity_weight"):
             if not isinstance(options[name], (int, float)) or isinstance(
