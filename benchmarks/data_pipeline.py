@@ -527,6 +527,8 @@ def markdown(result):
             f"{_fmt(projection['shards_host_examples_per_s'], ',.0f')} | "
             f"**{_yes(projection['shards_keep_up'])}** |"
         )
+    if result.get("notes"):
+        lines += [""] + [f"- {note}" for note in result["notes"]]
     return "\n".join(lines)
 
 
