@@ -57,7 +57,9 @@ Usage (from the repository root):
     python benchmarks/data_pipeline.py --corpus-scale 2000 8000
 
 Writes `benchmarks/results/data_pipeline[_quick].json` and `.md`
-(`data_pipeline_structurer.json` and `.md` with `--structurer`).
+(`data_pipeline_structurer`, `_shards`, `_corpus_scale` and `_paper_flops`
+with those modes; `--corpus-scale ... --merge` keeps the earlier file's rows
+of other sizes).
 """
 
 import argparse
