@@ -11,6 +11,8 @@ from keras_hsum.models.summarizer import Summarizer
 from keras_hsum.models.summarizer import decoder_padding_mask
 from keras_hsum.models.summarizer import optional_mask
 from keras_hsum.models.summarizer import required
+from keras_hsum.models.transformer_summary_decoder import decoder_cross_attention_caches
+from keras_hsum.models.transformer_summary_decoder import run_cached_decoder_layers
 
 
 class BartComputation:
@@ -59,33 +61,19 @@ class BartComputation:
 
     def cross_attention_caches(self, memory):
         """float [B,L,2,N,H,Dh] of the encoder states [B,N,D]."""
-        caches = []
-        for layer in self.backbone.decoder_transformer_layers:
-            attention = layer._cross_attention_layer
-            caches.append(
-                ops.stack(
-                    [attention._key_dense(memory), attention._value_dense(memory)],
-                    axis=1,
-                )
-            )
-        return ops.stack(caches, axis=1)
+        return decoder_cross_attention_caches(self.backbone.decoder_transformer_layers, memory)
 
     def decode_step(self, tokens, index, memory, memory_mask, self_caches, cross_caches):
         """int [B,1] at `index` → (hidden [B,1,D], self_caches updated at index)."""
-        x = self._embed(tokens, start_index=index)
-        updated = []
-        for i, layer in enumerate(self.backbone.decoder_transformer_layers):
-            x, self_cache, _ = layer(
-                decoder_sequence=x,
-                encoder_sequence=memory,
-                encoder_padding_mask=memory_mask,
-                self_attention_cache=self_caches[:, i],
-                self_attention_cache_update_index=index,
-                cross_attention_cache=cross_caches[:, i],
-                cross_attention_cache_update_index=None,
-            )
-            updated.append(self_cache)
-        return x, ops.stack(updated, axis=1)
+        return run_cached_decoder_layers(
+            self.backbone.decoder_transformer_layers,
+            self._embed(tokens, start_index=index),
+            index,
+            memory,
+            memory_mask,
+            self_caches,
+            cross_caches,
+        )
 
     def logits(self, hidden):
         """float [B,S,D] → [B,S,V]: the token embedding, reversed (tied)."""

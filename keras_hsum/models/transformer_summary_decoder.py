@@ -17,6 +17,52 @@ from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.models.summarizer import decoder_padding_mask
 
 
+def decoder_cross_attention_caches(decoder_layers, memory):
+    """float [B,L,2,M,H,Dh]: the cross-attention keys and values of each
+    keras-hub `TransformerDecoder` in `decoder_layers` over `memory` [B,M,D]
+    (`TransformerSummaryDecoder` and `BackboneSummarizer`'s BART share it)."""
+    caches = []
+    for layer in decoder_layers:
+        attention = layer._cross_attention_layer
+        key = attention._key_dense(memory)
+        value = attention._value_dense(memory)
+        caches.append(ops.stack([key, value], axis=1))
+    return ops.stack(caches, axis=1)
+
+
+def run_cached_decoder_layers(
+    decoder_layers, x, index, memory, memory_mask, self_caches, cross_caches
+):
+    """Runs keras-hub `TransformerDecoder` layers on `x` [B,S_new,D] at
+    position `index` with key/value caches.
+
+    Args:
+        decoder_layers: the L layers, in order.
+        x: float [B,S_new,D], the embedded tokens at `index..index+S_new-1`.
+        index: int scalar.
+        memory: float [B,M,D] (its keys and values come from `cross_caches`).
+        memory_mask: bool [B,M] or None.
+        self_caches: float [B,L,2,S_max,H,Dh].
+        cross_caches: float [B,L,2,M,H,Dh] (`decoder_cross_attention_caches`).
+
+    Returns:
+        `(hidden [B,S_new,D], self_caches [B,L,2,S_max,H,Dh] updated at index)`.
+    """
+    updated = []
+    for i, layer in enumerate(decoder_layers):
+        x, self_cache, _ = layer(
+            x,
+            encoder_sequence=memory,
+            encoder_padding_mask=memory_mask,
+            self_attention_cache=self_caches[:, i],
+            self_attention_cache_update_index=index,
+            cross_attention_cache=cross_caches[:, i],
+            cross_attention_cache_update_index=None,
+        )
+        updated.append(self_cache)
+    return x, ops.stack(updated, axis=1)
+
+
 @keras.saving.register_keras_serializable(package="keras_hsum")
 class TransformerSummaryDecoder(keras.layers.Layer):
     """Embeds summary tokens, runs a stack of Transformer decoder layers over a
@@ -176,13 +222,7 @@ class TransformerSummaryDecoder(keras.layers.Layer):
 
     def cross_attention_caches(self, memory):
         """float [B,L,2,M,H,Dh]: every layer's cross-attention keys and values."""
-        caches = []
-        for layer in self.decoder_layers:
-            attention = layer._cross_attention_layer
-            key = attention._key_dense(memory)
-            value = attention._value_dense(memory)
-            caches.append(ops.stack([key, value], axis=1))
-        return ops.stack(caches, axis=1)
+        return decoder_cross_attention_caches(self.decoder_layers, memory)
 
     def empty_self_attention_caches(self, batch_size, max_length):
         """float zeros [B,L,2,max_length,H,Dh] in the compute dtype."""
@@ -218,19 +258,10 @@ class TransformerSummaryDecoder(keras.layers.Layer):
         """
         x = self.embed(tokens, start_index=index)
         memory_mask = None if memory_mask is None else as_bool_mask(memory_mask)
-        updated = []
-        for i, layer in enumerate(self.decoder_layers):
-            x, self_cache, _ = layer(
-                x,
-                encoder_sequence=memory,
-                encoder_padding_mask=memory_mask,
-                self_attention_cache=self_caches[:, i],
-                self_attention_cache_update_index=index,
-                cross_attention_cache=cross_caches[:, i],
-                cross_attention_cache_update_index=None,
-            )
-            updated.append(self_cache)
-        return x, self.logits(x), ops.stack(updated, axis=1)
+        x, self_caches = run_cached_decoder_layers(
+            self.decoder_layers, x, index, memory, memory_mask, self_caches, cross_caches
+        )
+        return x, self.logits(x), self_caches
 
     def compute_output_shape(self, decoder_tokens_shape, *args, **kwargs):
         return tuple(decoder_tokens_shape) + (self.vocabulary_size,)
