@@ -9,6 +9,7 @@ from keras_hsum.features import TOKENS
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.models.summarizer import Summarizer
 from keras_hsum.models.summarizer import decoder_padding_mask
+from keras_hsum.models.summarizer import flat_tokens
 from keras_hsum.models.summarizer import optional_mask
 from keras_hsum.models.summarizer import required
 from keras_hsum.models.transformer_summary_decoder import decoder_cross_attention_caches
@@ -319,14 +320,7 @@ class BackboneSummarizer(Summarizer):
             mask = optional_mask(inputs, TOKEN_MASK, tokens)
         else:
             mask = ops.not_equal(tokens, self.pad_id)
-        if len(tokens.shape) == 3:
-            tokens = ops.reshape(tokens, (ops.shape(tokens)[0], -1))
-            mask = ops.reshape(mask, (ops.shape(mask)[0], -1))
-        elif len(tokens.shape) != 2:
-            raise ValueError(
-                f"{self.name}: `tokens` must be int [B,N] or [B,P,T], received "
-                f"shape {tuple(tokens.shape)}."
-            )
+        tokens, mask = flat_tokens(self, tokens, mask)
         self._check_length(TOKENS, tokens.shape[1])
         x = self.computation.encode(tokens, as_bool_mask(mask), training=training)
         return {"memory": x, "memory_mask": mask}

@@ -7,6 +7,7 @@ from keras_hsum.features import TOKENS
 from keras_hsum.features import TOKEN_MASK
 from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.models.flat_memory_summarizer import FlatMemorySummarizer
+from keras_hsum.models.summarizer import flat_tokens
 from keras_hsum.models.summarizer import optional_mask
 from keras_hsum.models.summarizer import required
 
@@ -92,14 +93,7 @@ class FlatTransformer(FlatMemorySummarizer):
         mask = optional_mask(inputs, TOKEN_MASK, tokens)
         if TOKEN_MASK not in inputs:
             mask = ops.not_equal(tokens, self.pad_id)
-        if len(tokens.shape) == 3:
-            tokens = ops.reshape(tokens, (ops.shape(tokens)[0], -1))
-            mask = ops.reshape(mask, (ops.shape(mask)[0], -1))
-        elif len(tokens.shape) != 2:
-            raise ValueError(
-                f"{self.name}: `tokens` must be int [B,N] or [B,P,T], received "
-                f"shape {tuple(tokens.shape)}."
-            )
+        tokens, mask = flat_tokens(self, tokens, mask)
         x = self._run_encoder(self._embed_source(tokens, mask), mask, training=training)
         memory = {"memory": x, "memory_mask": mask}
         if self.pointer_generator:

@@ -258,3 +258,17 @@ def optional_mask(inputs, name, like):
     if name in inputs and inputs[name] is not None:
         return as_bool_mask(inputs[name])
     return ops.ones(ops.shape(like), dtype="bool")
+
+
+def flat_tokens(model, tokens, mask):
+    """`(tokens, mask)` as one flat sequence: int [B,N] and its mask as they
+    are, [B,P,T] reshaped to [B,P·T]; a ValueError for any other rank."""
+    if len(tokens.shape) == 3:
+        tokens = ops.reshape(tokens, (ops.shape(tokens)[0], -1))
+        mask = ops.reshape(mask, (ops.shape(mask)[0], -1))
+    elif len(tokens.shape) != 2:
+        raise ValueError(
+            f"{model.name}: `tokens` must be int [B,N] or [B,P,T], received "
+            f"shape {tuple(tokens.shape)}."
+        )
+    return tokens, mask
