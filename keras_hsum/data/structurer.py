@@ -995,26 +995,8 @@ class TextStructurer(tf.Module):
             )
 
         token_row = rows["token_row"]
-        token_kept = tf.gather(kept, token_row) & (rows["token_column"] < T)
-        token_index = tf.boolean_mask(
-            tf.stack(
-                [
-                    tf.gather(batch, token_row),
-                    tf.gather(slot, token_row),
-                    rows["token_column"],
-                ],
-                1,
-            ),
-            token_kept,
-        )
-        shape = tf.stack([num_batch, P, T])
-        tokens = tf.tensor_scatter_nd_update(
-            tf.fill(shape, tf.constant(self.pad_id, tf.int32)),
-            token_index,
-            tf.boolean_mask(sentences["ids"].flat_values, token_kept),
-        )
-        token_mask = tf.scatter_nd(
-            token_index, tf.ones([tf.shape(token_index)[0]], tf.bool), shape
+        tokens, token_mask = self._row_tokens(
+            rows, sentences, batch, slot, kept, num_batch, P
         )
         if self.statistics:
             cut = tf.math.unsorted_segment_max(
@@ -1247,6 +1229,35 @@ class TextStructurer(tf.Module):
         shared = tf.matmul(present, present, transpose_b=True)
         return tf.linalg.set_diag(shared, tf.zeros(tf.shape(shared)[:2], tf.float64))
 
+    def _row_tokens(self, rows, sentences, batch, slot, kept, num_batch, P):
+        """Tokens [B,P,T] (pad id elsewhere) and token_mask [B,P,T] of the
+        rows: row r's first T token ids go to example `batch[r]`, row
+        `slot[r]`, where `kept[r]`."""
+        T = self.max_tokens
+        token_row = rows["token_row"]
+        token_kept = tf.gather(kept, token_row) & (rows["token_column"] < T)
+        token_index = tf.boolean_mask(
+            tf.stack(
+                [
+                    tf.gather(batch, token_row),
+                    tf.gather(slot, token_row),
+                    rows["token_column"],
+                ],
+                1,
+            ),
+            token_kept,
+        )
+        shape = tf.stack([num_batch, P, T])
+        tokens = tf.tensor_scatter_nd_update(
+            tf.fill(shape, tf.constant(self.pad_id, tf.int32)),
+            token_index,
+            tf.boolean_mask(sentences["ids"].flat_values, token_kept),
+        )
+        token_mask = tf.scatter_nd(
+            token_index, tf.ones([tf.shape(token_index)[0]], tf.bool), shape
+        )
+        return tokens, token_mask
+
     def _learned_rank(self, rows, sentences, context, batch, local, num_batch):
         """The learned ranker's score and slot of every row.
 
@@ -1262,27 +1273,8 @@ class TextStructurer(tf.Module):
         """
         P, T = self._ranker_candidates, self.max_tokens
         candidate = local < P
-        token_row = rows["token_row"]
-        token_kept = tf.gather(candidate, token_row) & (rows["token_column"] < T)
-        token_index = tf.boolean_mask(
-            tf.stack(
-                [
-                    tf.gather(batch, token_row),
-                    tf.gather(local, token_row),
-                    rows["token_column"],
-                ],
-                1,
-            ),
-            token_kept,
-        )
-        shape = tf.stack([num_batch, P, T])
-        tokens = tf.tensor_scatter_nd_update(
-            tf.fill(shape, tf.constant(self.pad_id, tf.int32)),
-            token_index,
-            tf.boolean_mask(sentences["ids"].flat_values, token_kept),
-        )
-        token_mask = tf.scatter_nd(
-            token_index, tf.ones([tf.shape(token_index)[0]], tf.bool), shape
+        tokens, token_mask = self._row_tokens(
+            rows, sentences, batch, local, candidate, num_batch, P
         )
         length = self._ranker_context_length
         context_tokens = self._tokenizer.tokenize(context)[:, :length].to_tensor(
