@@ -23,10 +23,14 @@ import os
 
 import tensorflow as tf
 
-from keras_hsum.recipes import pht as pht_recipe
+from keras_hsum.features import PARAGRAPH_MASK
+from keras_hsum.features import TARGET
+from keras_hsum.features import TOKENS
+from keras_hsum.features import TOKEN_MASK
 from keras_hsum.models.attention_predictor import AttentionPredictor
 from keras_hsum.models.attention_predictor import ParagraphAttentionMSE
 from keras_hsum.models.attention_predictor import attention_labels
+from keras_hsum.recipes import pht as pht_recipe
 from keras_hsum.recipes.base import RecipeConfig
 from keras_hsum.recipes.base import check_ranking
 
@@ -215,11 +219,11 @@ def make_dataset(
     pad_id = teacher_vocabulary.pad_id
 
     def label(features):
-        target = features["target"]
+        target = features[TARGET]
         inputs = {
-            "tokens": features["tokens"],
-            "token_mask": features["token_mask"],
-            "paragraph_mask": features["paragraph_mask"],
+            TOKENS: features[TOKENS],
+            TOKEN_MASK: features[TOKEN_MASK],
+            PARAGRAPH_MASK: features[PARAGRAPH_MASK],
             "decoder_tokens": target[:, :-1],
             "target_mask": tf.not_equal(target[:, 1:], pad_id),
         }
@@ -227,9 +231,9 @@ def make_dataset(
         eta = attention_labels(teacher, inputs, memory=memory)
         predictor_inputs = {
             "paragraph_embeddings": tf.cast(memory["paragraph_memory"], tf.float32),
-            "paragraph_mask": memory["paragraph_mask"],
+            PARAGRAPH_MASK: memory[PARAGRAPH_MASK],
         }
-        weights = tf.cast(memory["paragraph_mask"], tf.float32)
+        weights = tf.cast(memory[PARAGRAPH_MASK], tf.float32)
         return predictor_inputs, tf.cast(eta, tf.float32), weights
 
     # The teacher runs in the input pipeline, one batch at a time.

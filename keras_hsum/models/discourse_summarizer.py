@@ -4,6 +4,9 @@ discourse attention, pointer-generator copy and coverage."""
 import keras
 from keras import ops
 
+from keras_hsum.features import PARAGRAPH_MASK
+from keras_hsum.features import TOKENS
+from keras_hsum.features import TOKEN_MASK
 from keras_hsum.layers.discourse_attention import DiscourseAttention
 from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.masking import as_bool_mask
@@ -283,12 +286,12 @@ class DiscourseSummarizer(Summarizer):
     # Encoder.
 
     def _source_masks(self, inputs, tokens):
-        if "token_mask" in inputs and inputs["token_mask"] is not None:
-            token_mask = as_bool_mask(inputs["token_mask"])
+        if TOKEN_MASK in inputs and inputs[TOKEN_MASK] is not None:
+            token_mask = as_bool_mask(inputs[TOKEN_MASK])
         else:
             token_mask = ops.not_equal(tokens, self.pad_id)
-        if "paragraph_mask" in inputs and inputs["paragraph_mask"] is not None:
-            section_mask = as_bool_mask(inputs["paragraph_mask"])
+        if PARAGRAPH_MASK in inputs and inputs[PARAGRAPH_MASK] is not None:
+            section_mask = as_bool_mask(inputs[PARAGRAPH_MASK])
         else:
             section_mask = ops.any(token_mask, axis=-1)
         word_mask = merge_masks(token_mask, section_mask[:, :, None])
@@ -362,7 +365,7 @@ class DiscourseSummarizer(Summarizer):
             "source_ids": int32 [B,P,T] (extended ids, or tokens),
             "initial_h", "initial_c": [B,D]}`.
         """
-        tokens = required(self, inputs, "tokens", "int [B,P,T]")
+        tokens = required(self, inputs, TOKENS, "int [B,P,T]")
         if len(tokens.shape) != 3:
             raise ValueError(
                 f"{self.name}: `tokens` must be int [B,P,T] (sections of "
