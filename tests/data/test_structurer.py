@@ -18,6 +18,8 @@ import pytest
 import tensorflow as tf
 
 import reference_structure as structure
+from structurer_helpers import SERVING_PREAMBLE
+from structurer_helpers import render
 from keras_hsum.data.reader import example_from_text
 from keras_hsum.data.structurer import TextStructurer
 
@@ -37,23 +39,6 @@ RECIPES = ("ht", "pht", "seal", "discourse", "shte", "flat")
 # fuzzed inputs): a tolerance would let a regression through.
 MIN_AGREEMENT = 1.0
 BATCH = 16
-
-
-def render(example):
-    """An Example as the export receives it: documents, title, query.
-
-    Written out here, not with `render_documents`, so that the format is
-    pinned by the test: blank lines between paragraphs, a `===` line
-    between sections.
-    """
-    documents = [
-        "\n\n===\n\n".join(
-            "\n\n".join(" ".join(paragraph) for paragraph in section.paragraphs)
-            for section in document.sections
-        )
-        for document in example.documents
-    ]
-    return documents, example.title or "", example.query or ""
 
 
 def python_features(documents, title, query, vocabulary, options):
@@ -482,20 +467,8 @@ def test_detokenize_round_trip_on_real_sentences(real_examples, vocabulary):
     assert len(known) > 100 and same / len(known) >= 0.95
 
 
-SUBPROCESS = textwrap.dedent(
+SUBPROCESS = SERVING_PREAMBLE + textwrap.dedent(
     """
-    import json, sys
-
-    class Blocked:  # what TF Serving lacks: our package and keras-hub
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in ("keras_hsum", "keras_hub", "recipes"):
-                raise ImportError(f"{name} must not be needed to serve")
-
-    sys.meta_path.insert(0, Blocked())
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
-    loaded = tf.saved_model.load(sys.argv[1])
-    request = json.load(open(sys.argv[2]))
     result = {}
     for name, signature in loaded.signatures.items():
         out = signature(

@@ -18,6 +18,7 @@ from keras_hsum.features import DOCUMENT_IDS
 from keras_hsum.features import GRAPH
 from keras_hsum.features import PARAGRAPH_INDEX
 from keras_hsum.features import PARAGRAPH_MASK
+from structurer_helpers import render
 
 T = 48
 
@@ -27,18 +28,6 @@ def vocabulary():
     # The bundled tokenizer: loading it costs nothing (the session fixture
     # trains one).
     return Vocabulary.load(sample_tokenizer_path())
-
-
-def render(example):
-    """An Example as the export receives it (see test_structurer.render)."""
-    documents = [
-        "\n\n===\n\n".join(
-            "\n\n".join(" ".join(paragraph) for paragraph in section.paragraphs)
-            for section in document.sections
-        )
-        for document in example.documents
-    ]
-    return documents, example.title or "", example.query or ""
 
 
 def structure_batch(structurer, batch):

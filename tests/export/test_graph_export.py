@@ -14,6 +14,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from structurer_helpers import SERVING_PREAMBLE
 from test_export_cli import run_command
 from test_serving import padded
 
@@ -21,20 +22,8 @@ pytestmark = pytest.mark.tensorflow_only
 
 # Loads the SavedModel without keras_hsum, keras-hub or recipes; runs the
 # summarize_with_context signature and the structurer the module holds.
-SUBPROCESS = textwrap.dedent(
+SUBPROCESS = SERVING_PREAMBLE + textwrap.dedent(
     """
-    import json, sys
-
-    class Blocked:  # what TF Serving lacks: our package and keras-hub
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in ("keras_hsum", "keras_hub", "recipes"):
-                raise ImportError(f"{name} must not be needed to serve")
-
-    sys.meta_path.insert(0, Blocked())
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
-    loaded = tf.saved_model.load(sys.argv[1])
-    request = json.load(open(sys.argv[2]))
     inputs = {name: tf.constant(value) for name, value in request.items()}
     served = loaded.signatures["summarize_with_context"](**inputs)
     features = loaded.structurer._structure(
