@@ -14,7 +14,6 @@ from keras_hub.layers import TransformerDecoder
 
 from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.masking import as_bool_mask
-from keras_hsum.models.summarizer import decoder_padding_mask
 
 
 def decoder_cross_attention_caches(decoder_layers, memory):
