@@ -176,7 +176,7 @@ def _pipeline_rates(recipe, config, source, vocabulary, batches, label, skip):
 def _training_rate(recipe, config, source, vocabulary, args):
     """Steps/s of the tiny recipe's model, built and compiled as the trainer
     does, on real batches of its own make_dataset (after warm-up steps)."""
-    from keras_hsum.training.trainer import build_compiled_model
+    from keras_hsum.training.model_setup import build_compiled_model
 
     keras.utils.set_random_seed(config.seed)
     dataset = recipe.make_dataset(config, source, vocabulary, training=True)
@@ -366,7 +366,7 @@ def _flops_child(args):
     import jax
 
     from keras_hsum import recipes
-    from keras_hsum.training.trainer import recipe_loss
+    from keras_hsum.training.model_setup import recipe_loss
 
     recipe = recipes.get(args.flops_child)
     config = recipes.config(args.flops_child, "paper")

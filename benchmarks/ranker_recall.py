@@ -37,7 +37,7 @@ from keras_hsum.data.structurer import TextStructurer  # noqa: E402
 from keras_hsum.data.vocabulary import Vocabulary  # noqa: E402
 from keras_hsum.data.vocabulary import corpus_sentences  # noqa: E402
 from keras_hsum.recipes import ranker as recipe  # noqa: E402
-from keras_hsum.training.trainer import make_optimizer  # noqa: E402
+from keras_hsum.training.model_setup import make_optimizer  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 

@@ -148,7 +148,7 @@ def measure_tensorflow(args):
     import numpy as np
 
     from keras_hsum import recipes
-    from keras_hsum.training.trainer import build_compiled_model
+    from keras_hsum.training.model_setup import build_compiled_model
 
     config = _config(args.recipe, args.quick)
     batches = _batches(args.recipe, config, args.vocabulary, args.batch, 2)
@@ -191,7 +191,7 @@ def measure_flops(args):
     import keras
 
     from keras_hsum import recipes
-    from keras_hsum.training.trainer import recipe_loss
+    from keras_hsum.training.model_setup import recipe_loss
 
     config = _config(args.recipe, args.quick)
     batches = _batches(args.recipe, config, args.vocabulary, args.batch, 1)

@@ -62,17 +62,11 @@ from keras_hsum.training.model_setup import recipe_metrics
 from keras_hsum.training.model_setup import sequence_objective
 from keras_hsum.training.model_setup import warm_start
 from keras_hsum.training.run_folder import TrainResult
-from keras_hsum.training.run_folder import check_or_write_config as _check_or_write_config
+from keras_hsum.training.run_folder import check_or_write_config
 from keras_hsum.training.run_folder import epoch_history
 from keras_hsum.training.run_folder import resolved_config
 from keras_hsum.training.vocabularies import load_or_train_vocabulary
 from keras_hsum.training.vocabularies import shard_vocabulary
-
-# Imported from this module by tests and benchmarks from before the split
-# (`from keras_hsum.training.trainer import make_optimizer`, ...).
-from keras_hsum.training.model_setup import make_optimizer  # noqa: F401
-from keras_hsum.training.model_setup import recipe_loss  # noqa: F401
-from keras_hsum.training.model_setup import replica_placement  # noqa: F401
 
 
 def train(
@@ -129,7 +123,7 @@ def train(
     _check_arguments(recipe, config, recipe_name, strategy, max_minutes, init_from,
                      init_checkpoint)
     os.makedirs(out, exist_ok=True)
-    _check_or_write_config(
+    check_or_write_config(
         out,
         resolved_config(recipe_name, config_name, config, data, strategy, init_from,
                         init_checkpoint),

@@ -468,7 +468,7 @@ def test_recipe_encodes_as_the_paper_and_old_runs_resume_only_as_concatenated(tm
 
     from keras_hsum import recipes
     from keras_hsum.recipes import discourse as recipe
-    from keras_hsum.training.trainer import _check_or_write_config
+    from keras_hsum.training.run_folder import check_or_write_config
     from keras_hsum.training.trainer import resolved_config
 
     config = recipes.config("discourse", "tiny")
@@ -488,9 +488,9 @@ def test_recipe_encodes_as_the_paper_and_old_runs_resume_only_as_concatenated(tm
             "/data", "default")
         if refused:
             with pytest.raises(ValueError, match=r"'config.section_encoding': \(None, 'paper'\)"):
-                _check_or_write_config(str(tmp_path), resolved, defaults=defaults)
+                check_or_write_config(str(tmp_path), resolved, defaults=defaults)
         else:
-            _check_or_write_config(str(tmp_path), resolved, defaults=defaults)
+            check_or_write_config(str(tmp_path), resolved, defaults=defaults)
 
 
 @pytest.mark.slow  # 67 s (250 epochs) under TensorFlow on CI's 2 cores, now 350 epochs: the slow set

@@ -100,7 +100,7 @@ def test_a_run_folder_accepts_its_own_config_back(tmp_path, config_name):
     import dataclasses
 
     from keras_hsum import recipes
-    from keras_hsum.training.trainer import _check_or_write_config
+    from keras_hsum.training.run_folder import check_or_write_config
     from keras_hsum.training.trainer import resolved_config
 
     for name in recipes.names():
@@ -108,13 +108,13 @@ def test_a_run_folder_accepts_its_own_config_back(tmp_path, config_name):
         os.makedirs(out)
         config = recipes.config(name, config_name)
         resolved = resolved_config(name, config_name, config, "/data", "default")
-        _check_or_write_config(out, resolved)
-        _check_or_write_config(out, resolved)  # the same command again
+        check_or_write_config(out, resolved)
+        check_or_write_config(out, resolved)  # the same command again
     ht = recipes.config("ht", config_name)
     out = str(tmp_path / "ht" / config_name)
     other = dataclasses.replace(ht, graph_kind="similarity", graph_heads=(0,))
     with pytest.raises(ValueError, match=r"'config.graph_heads': \(\[\], \[0\]\)"):
-        _check_or_write_config(out, resolved_config("ht", config_name, other, "/data", "default"))
+        check_or_write_config(out, resolved_config("ht", config_name, other, "/data", "default"))
 
 
 def test_train_references_all_gives_one_target_per_reference(tmp_path):
@@ -195,7 +195,7 @@ def test_a_run_started_before_a_new_config_field_resumes(tmp_path):
     import json
 
     from keras_hsum import recipes
-    from keras_hsum.training.trainer import _check_or_write_config
+    from keras_hsum.training.run_folder import check_or_write_config
     from keras_hsum.training.trainer import resolved_config
 
     config = recipes.config("pht", "tiny")
@@ -206,11 +206,11 @@ def test_a_run_started_before_a_new_config_field_resumes(tmp_path):
     del old["config"]["train_references"]
     with open(os.path.join(out, "config.json"), "w") as file:
         json.dump(old, file)
-    _check_or_write_config(out, resolved, defaults=defaults)
+    check_or_write_config(out, resolved, defaults=defaults)
     with open(os.path.join(out, "config.json"), "w") as file:
         json.dump(old, file)
     with pytest.raises(ValueError, match=r"'config.train_references': \(None, 'all'\)"):
-        _check_or_write_config(
+        check_or_write_config(
             out,
             resolved_config("pht", "tiny", config.replace(train_references="all"),
                             "/data", "default"),
@@ -226,7 +226,7 @@ def test_init_checkpoint_is_recorded_only_when_best_and_needs_init_from(tmp_path
     anything."""
     from keras_hsum import recipes
     from keras_hsum.training import train
-    from keras_hsum.training.trainer import _check_or_write_config
+    from keras_hsum.training.run_folder import check_or_write_config
     from keras_hsum.training.trainer import resolved_config
 
     config = recipes.config("flat", "tiny")
@@ -238,10 +238,10 @@ def test_init_checkpoint_is_recorded_only_when_best_and_needs_init_from(tmp_path
     assert best["init_checkpoint"] == "best"
     out = str(tmp_path / "run")
     os.makedirs(out)
-    _check_or_write_config(out, last)
-    _check_or_write_config(out, last)
+    check_or_write_config(out, last)
+    check_or_write_config(out, last)
     with pytest.raises(ValueError, match=r"'init_checkpoint': \(None, 'best'\)"):
-        _check_or_write_config(out, best)
+        check_or_write_config(out, best)
 
     recipe = recipes.get("flat")
     for options, message in (

@@ -248,7 +248,7 @@ def test_mirrored_averages_match_one_device(runs):
 
 def test_ema_momentum_outside_zero_one_is_refused():
     from keras_hsum import recipes
-    from keras_hsum.training.trainer import make_optimizer
+    from keras_hsum.training.model_setup import make_optimizer
 
     config = recipes.config(RECIPE, "tiny")
     for momentum in (0.0, 1.0, 1.5):
