@@ -17,6 +17,7 @@ from keras_hsum.layers.parallel_cross_attention import ParallelCrossAttention
 from keras_hsum.layers.pht_decoder_layer import PHTDecoderLayer
 from keras_hsum.layers.pointer_generator import PointerGenerator
 from keras_hsum.layers.pointer_generator import coverage_loss
+from keras_hsum.layers.residual_gate import ResidualGate
 from keras_hsum.layers.siamese_classifier_head import SiameseClassifierHead
 from keras_hsum.layers.siamese_classifier_head import sentence_scores
 from keras_hsum.layers.snippet_gate import SnippetGate
@@ -34,6 +35,7 @@ __all__ = [
     "ParallelCrossAttention",
     "PHTDecoderLayer",
     "PointerGenerator",
+    "ResidualGate",
     "SiameseClassifierHead",
     "SnippetGate",
     "SnippetScorer",

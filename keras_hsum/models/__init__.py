@@ -7,7 +7,8 @@ decoding uses `encode` / `initial_cache` / `step` (see
 | model | paper |
 |---|---|
 | `FlatTransformer` | FT / Trunc baseline |
-| `BackboneSummarizer` | a pretrained keras-hub BART backbone (Lewis et al. 2020) |
+| `BackboneSummarizer` | a pretrained keras-hub BART or T5 backbone (Lewis et al. 2020; Raffel et al. 2020) |
+| `HierarchicalBackboneSummarizer` | HT global layers / PHT parallel cross attention on a pretrained backbone |
 | `HierarchicalTransformer`, `ParagraphRanker` | Liu & Lapata 2019 (HT) |
 | `ParallelHierarchicalTransformer`, `AttentionPredictor` | Ma & Zong (PHT) |
 | `ExtractiveAbstractive`, `SEAL`, `CompressiveAbstractive` | Zhao, Saleh & Liu (SEAL) |
@@ -24,6 +25,7 @@ from keras_hsum.models.compressive_abstractive import CompressiveAbstractive
 from keras_hsum.models.discourse_summarizer import DiscourseSummarizer
 from keras_hsum.models.ensemble import SummarizerEnsemble
 from keras_hsum.models.flat_transformer import FlatTransformer
+from keras_hsum.models.hierarchical_backbone_summarizer import HierarchicalBackboneSummarizer
 from keras_hsum.models.hierarchical_transformer import HierarchicalTransformer
 from keras_hsum.models.losses import LabelSmoothedCrossEntropy
 from keras_hsum.models.paragraph_ranker import ParagraphBinaryCrossEntropy
@@ -46,6 +48,7 @@ __all__ = [
     "DiscourseSummarizer",
     "ExtractiveAbstractive",
     "FlatTransformer",
+    "HierarchicalBackboneSummarizer",
     "HierarchicalTransformer",
     "LabelSmoothedCrossEntropy",
     "ParagraphAttentionMSE",

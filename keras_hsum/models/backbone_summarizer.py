@@ -47,10 +47,12 @@ class BartComputation:
         x = backbone.decoder_embeddings_layer_norm(x)
         return backbone.decoder_embeddings_dropout(x, training=training)
 
-    def decode(self, tokens, memory, memory_mask, padding_mask, training=False):
-        """Teacher forcing: int [B,S] → hidden float [B,S,D]."""
+    def decode(self, tokens, memory, memory_mask, padding_mask, training=False,
+               between=None):
+        """Teacher forcing: int [B,S] → hidden float [B,S,D]. `between`:
+        optional `(i, x) -> x` run on decoder layer i's output."""
         x = self._embed(tokens, training=training)
-        for layer in self.backbone.decoder_transformer_layers:
+        for i, layer in enumerate(self.backbone.decoder_transformer_layers):
             x = layer(
                 decoder_sequence=x,
                 encoder_sequence=memory,
@@ -58,13 +60,16 @@ class BartComputation:
                 encoder_padding_mask=memory_mask,
                 training=training,
             )
+            if between is not None:
+                x = between(i, x)
         return x
 
     def cross_attention_caches(self, memory):
         """float [B,L,2,N,H,Dh] of the encoder states [B,N,D]."""
         return decoder_cross_attention_caches(self.backbone.decoder_transformer_layers, memory)
 
-    def decode_step(self, tokens, index, memory, memory_mask, self_caches, cross_caches):
+    def decode_step(self, tokens, index, memory, memory_mask, self_caches, cross_caches,
+                    between=None):
         """int [B,1] at `index` → (hidden [B,1,D], self_caches updated at index)."""
         return run_cached_decoder_layers(
             self.backbone.decoder_transformer_layers,
@@ -74,6 +79,7 @@ class BartComputation:
             memory_mask,
             self_caches,
             cross_caches,
+            between=between,
         )
 
     def logits(self, hidden):
@@ -114,12 +120,13 @@ class T5Computation:
         x = self.backbone.decoder_layer_norm(x)
         return self.backbone.decoder_dropout(x, training=training)
 
-    def decode(self, tokens, memory, memory_mask, padding_mask, training=False):
+    def decode(self, tokens, memory, memory_mask, padding_mask, training=False,
+               between=None):
         backbone = self.backbone
         x = backbone.token_embedding(tokens)
         x = backbone.decoder_embedding_dropout(x, training=training)
         position_bias = None
-        for layer in backbone.decoder_transformer_layers:
+        for i, layer in enumerate(backbone.decoder_transformer_layers):
             x, position_bias = layer(
                 x,
                 attention_mask=padding_mask[:, None, :],
@@ -129,6 +136,8 @@ class T5Computation:
                 use_causal_mask=True,
                 training=training,
             )
+            if between is not None:
+                x = between(i, x)
         return self._finish(x, training=training)
 
     def cross_attention_caches(self, memory):
@@ -144,7 +153,8 @@ class T5Computation:
             caches.append(ops.stack([key, value], axis=1))
         return ops.stack(caches, axis=1)
 
-    def decode_step(self, tokens, index, memory, memory_mask, self_caches, cross_caches):
+    def decode_step(self, tokens, index, memory, memory_mask, self_caches, cross_caches,
+                    between=None):
         x = self.backbone.token_embedding(tokens)
         x = self.backbone.decoder_embedding_dropout(x)
         position_bias = None
@@ -162,6 +172,8 @@ class T5Computation:
                 cross_attention_cache_update_index=None,
             )
             updated.append(self_cache)
+            if between is not None:
+                x = between(i, x)
         return self._finish(x), ops.stack(updated, axis=1)
 
     def logits(self, hidden):

@@ -9,10 +9,8 @@ from keras_hub.layers import SinePositionEncoding
 from keras_hub.layers import TransformerEncoder
 
 from keras_hsum.features import PARAGRAPH_MASK
-from keras_hsum.features import TOKENS
 from keras_hsum.features import TOKEN_MASK
 from keras_hsum.layers.input_checks import check_hyperparameters
-from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.multi_head_pooling import MultiHeadPooling
 from keras_hsum.layers.pht_decoder_layer import PHTDecoderLayer
 from keras_hsum.layers.token_shift import TokenShift
@@ -20,6 +18,7 @@ from keras_hsum.models.copying import copy_log_probabilities
 from keras_hsum.models.copying import make_copy_layers
 from keras_hsum.models.summarizer import Summarizer
 from keras_hsum.models.summarizer import decoder_padding_mask
+from keras_hsum.models.summarizer import paragraph_source_masks
 from keras_hsum.models.summarizer import required
 
 
@@ -242,35 +241,6 @@ class ParallelHierarchicalTransformer(Summarizer):
             )
 
     # ------------------------------------------------------------------ encoder
-    def _source_masks(self, inputs):
-        tokens = required(self, inputs, TOKENS, "int [B,P,T]")
-        if len(tokens.shape) != 3:
-            raise ValueError(
-                f"{self.name}: `tokens` must be int [B,P,T] (paragraphs of "
-                f"tokens, the 'paragraphs' family), received shape "
-                f"{tuple(tokens.shape)}. Build batches with "
-                "keras_hsum.data.make_dataset(..., 'paragraphs', ...)."
-            )
-        if inputs.get(TOKEN_MASK) is not None:
-            token_mask = as_bool_mask(inputs[TOKEN_MASK])
-        else:
-            token_mask = ops.not_equal(tokens, self.pad_id)
-        if inputs.get(PARAGRAPH_MASK) is not None:
-            paragraph_mask = as_bool_mask(inputs[PARAGRAPH_MASK])
-        else:
-            paragraph_mask = ops.any(token_mask, axis=-1)
-        if len(token_mask.shape) != 3 or len(paragraph_mask.shape) != 2:
-            raise ValueError(
-                f"{self.name}: `token_mask` must be bool [B,P,T] and "
-                f"`paragraph_mask` bool [B,P] (tokens: {tuple(tokens.shape)}); "
-                f"received {tuple(token_mask.shape)} and "
-                f"{tuple(paragraph_mask.shape)}. Pass the masks that "
-                "keras_hsum.data.make_dataset(..., 'paragraphs', ...) gives."
-            )
-        # A padded paragraph has no real token (and so pools to zero).
-        token_mask = ops.logical_and(token_mask, paragraph_mask[:, :, None])
-        return tokens, token_mask, paragraph_mask
-
     def encode(self, inputs, training=False):
         """Encodes ranked paragraphs.
 
@@ -279,7 +249,7 @@ class ParallelHierarchicalTransformer(Summarizer):
         reads), `token_mask` bool [B,P,T] and `paragraph_mask` bool [B,P];
         with `pointer_generator`, also `source_ids` int [B,P,T].
         """
-        tokens, token_mask, paragraph_mask = self._source_masks(inputs)
+        tokens, token_mask, paragraph_mask = paragraph_source_masks(self, inputs)
         batch, paragraphs, length = (
             ops.shape(tokens)[0],
             ops.shape(tokens)[1],

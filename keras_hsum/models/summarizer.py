@@ -36,6 +36,9 @@ model-specific entries documented by each model.
 import keras
 from keras import ops
 
+from keras_hsum.features import PARAGRAPH_MASK
+from keras_hsum.features import TOKEN_MASK
+from keras_hsum.features import TOKENS
 from keras_hsum.layers.input_checks import check_model_features
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.models.first_call import call_without_unbuilt_warnings
@@ -272,3 +275,36 @@ def flat_tokens(model, tokens, mask):
             f"shape {tuple(tokens.shape)}."
         )
     return tokens, mask
+
+
+def paragraph_source_masks(model, inputs):
+    """`(tokens int [B,P,T], token_mask bool [B,P,T], paragraph_mask bool
+    [B,P])` of a paragraphs-family batch: the masks given, or tokens != pad
+    and any(token_mask, -1); a padded paragraph's tokens are masked too (it
+    pools to zero). A ValueError names any other rank."""
+    tokens = required(model, inputs, TOKENS, "int [B,P,T]")
+    if len(tokens.shape) != 3:
+        raise ValueError(
+            f"{model.name}: `tokens` must be int [B,P,T] (paragraphs of "
+            f"tokens, the 'paragraphs' family), received shape "
+            f"{tuple(tokens.shape)}. Build batches with "
+            "keras_hsum.data.make_dataset(..., 'paragraphs', ...)."
+        )
+    if inputs.get(TOKEN_MASK) is not None:
+        token_mask = as_bool_mask(inputs[TOKEN_MASK])
+    else:
+        token_mask = ops.not_equal(tokens, model.pad_id)
+    if inputs.get(PARAGRAPH_MASK) is not None:
+        paragraph_mask = as_bool_mask(inputs[PARAGRAPH_MASK])
+    else:
+        paragraph_mask = ops.any(token_mask, axis=-1)
+    if len(token_mask.shape) != 3 or len(paragraph_mask.shape) != 2:
+        raise ValueError(
+            f"{model.name}: `token_mask` must be bool [B,P,T] and "
+            f"`paragraph_mask` bool [B,P] (tokens: {tuple(tokens.shape)}); "
+            f"received {tuple(token_mask.shape)} and "
+            f"{tuple(paragraph_mask.shape)}. Pass the masks that "
+            "keras_hsum.data.make_dataset(..., 'paragraphs', ...) gives."
+        )
+    token_mask = ops.logical_and(token_mask, paragraph_mask[:, :, None])
+    return tokens, token_mask, paragraph_mask

@@ -30,7 +30,7 @@ def decoder_cross_attention_caches(decoder_layers, memory):
 
 
 def run_cached_decoder_layers(
-    decoder_layers, x, index, memory, memory_mask, self_caches, cross_caches
+    decoder_layers, x, index, memory, memory_mask, self_caches, cross_caches, between=None
 ):
     """Runs keras-hub `TransformerDecoder` layers on `x` [B,S_new,D] at
     position `index` with key/value caches.
@@ -43,6 +43,8 @@ def run_cached_decoder_layers(
         memory_mask: bool [B,M] or None.
         self_caches: float [B,L,2,S_max,H,Dh].
         cross_caches: float [B,L,2,M,H,Dh] (`decoder_cross_attention_caches`).
+        between: optional `(i, x) -> x`, run on layer i's output before
+            layer i + 1 reads it (sublayers added between pretrained ones).
 
     Returns:
         `(hidden [B,S_new,D], self_caches [B,L,2,S_max,H,Dh] updated at index)`.
@@ -59,6 +61,8 @@ def run_cached_decoder_layers(
             cross_attention_cache_update_index=None,
         )
         updated.append(self_cache)
+        if between is not None:
+            x = between(i, x)
     return x, ops.stack(updated, axis=1)
 
 
