@@ -48,6 +48,8 @@ ORACLE_LABELS = "oracle_labels"
 SUMMARY_TOKENS = "summary_tokens"
 SUMMARY_TOKEN_MASK = "summary_token_mask"
 SUMMARY_PARAGRAPH_MASK = "summary_paragraph_mask"
+SOURCE_EXTENDED_IDS = "source_extended_ids"
+SOURCE_OOV_WORDS = "source_oov_words"
 
 AXES = ("P", "T", "S", "C", "N")
 """The axis symbols of `Feature.axes` (see the module docstring)."""
@@ -55,7 +57,7 @@ AXES = ("P", "T", "S", "C", "N")
 FAMILIES = ("paragraphs", "sections", "snippets", "sentences", "flat")
 """The structure families (`keras_hsum.data.TextStructurer`)."""
 
-TOKEN_FEATURES = (TOKENS, CONTEXT_TOKENS, TARGET, SUMMARY_TOKENS)
+TOKEN_FEATURES = (TOKENS, CONTEXT_TOKENS, TARGET, SUMMARY_TOKENS, SOURCE_EXTENDED_IDS)
 """Token-id features: batching pads them with the vocabulary's pad id."""
 
 PARAGRAPH_FEATURES = (
@@ -156,6 +158,27 @@ SUMMARY_FEATURES = {
 }
 """SHTE's candidate summary, structured as a `sentences` example (an extra
 of the SHTE recipe, which fixes the row count)."""
+
+
+def extended_vocabulary_features(oov_words):
+    """The features of the source-vocabulary extension (See et al., 2017),
+    which `TextStructurer(..., oov_words=K)` adds to a row family's
+    features:
+
+    - `source_extended_ids` int32 [P,T]: `tokens` with the pieces of the
+      example's j-th out-of-vocabulary source word (a word with an `<unk>`
+      piece, edge punctuation left out) replaced by V + j (V: the
+      vocabulary size), the ids a pointer-generator copies;
+    - `source_oov_words` string [K]: those words, in order of first
+      occurrence in `tokens` (row-major), "" after the last.
+
+    Args:
+        oov_words: K >= 1, the extended vocabulary's slots per example.
+    """
+    return {
+        SOURCE_EXTENDED_IDS: Feature("int32", ("P", "T")),
+        SOURCE_OOV_WORDS: Feature("string", (int(oov_words),)),
+    }
 
 
 def family_features(family, with_target=False, with_id=False):

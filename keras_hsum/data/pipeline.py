@@ -19,6 +19,12 @@ with padding:
 | `sentences`  | tokens, token_mask, paragraph_mask, document_ids                |
 | `flat`       | tokens [B,N], token_mask [B,N] (N <= max_tokens)                |
 
+With the family option `oov_words=K` (not `flat`) the structurer adds See et
+al.'s extended vocabulary, `source_extended_ids` [B,P,T] and
+`source_oov_words` [B,K] (`keras_hsum.features.extended_vocabulary_features`),
+and `target` holds V + j for a summary word that is the example's OOV word
+j (`TextStructurer.tokenize_extended`).
+
 Padding: token ids (`tokens`, `context_tokens`, `target`) with the
 vocabulary's pad id, other integers with 0, booleans with False, floats with
 0.0. A padded row has `paragraph_mask` False and is all pad.
@@ -87,10 +93,13 @@ from keras_hsum.features import PROXY_LABELS
 from keras_hsum.features import RANKER_TARGETS
 from keras_hsum.features import RANK_SCORE
 from keras_hsum.features import SEGMENT_LABELS
+from keras_hsum.features import SOURCE_EXTENDED_IDS
+from keras_hsum.features import SOURCE_OOV_WORDS
 from keras_hsum.features import TARGET
 from keras_hsum.features import TOKENS
 from keras_hsum.features import TOKEN_MASK
 from keras_hsum.features import axis_sizes
+from keras_hsum.features import extended_vocabulary_features
 from keras_hsum.features import family_features
 from keras_hsum.features import padded_shape
 from keras_hsum.features import padding_value
@@ -591,7 +600,7 @@ def _trim(features, family, pad_id):
         return features
     rows = tf.reduce_sum(tf.cast(features[PARAGRAPH_MASK], tf.int32))
     for name in (TOKENS, TOKEN_MASK, PARAGRAPH_MASK, DOCUMENT_IDS,
-                 "unit_texts", PARAGRAPH_INDEX, RANK_SCORE):
+                 "unit_texts", PARAGRAPH_INDEX, RANK_SCORE, SOURCE_EXTENDED_IDS):
         if name in features:
             features[name] = features[name][:rows]
     if GRAPH in features:
@@ -639,7 +648,13 @@ def _structured_dataset(
         out = dict(chunk)
         out.update(features)
         if max_target_length:
-            ids = structurer.tokenize(chunk["summary"])
+            if structurer.oov_words:
+                # A summary word that is a source OOV word j is V + j.
+                ids = structurer.tokenize_extended(
+                    chunk["summary"], features[SOURCE_OOV_WORDS]
+                )
+            else:
+                ids = structurer.tokenize(chunk["summary"])
             count = ids.nrows()
             edge = tf.ones([count, 1], tf.int32)
             out[TARGET] = tf.concat(
@@ -837,6 +852,8 @@ def _prepared(
     if options.get("graph_kind"):
         # family_options asked the structurer for the graph itself: keep it.
         specs.update(paragraph_graph(options["graph_kind"]).feature_spec)
+    if options.get("oov_words"):
+        specs.update(extended_vocabulary_features(options["oov_words"]))
     for extra in extras:
         for name, spec in getattr(extra, "feature_spec", {}).items():
             specs[name] = spec

@@ -43,6 +43,10 @@ plain text:
    (`keras_hsum.data.graphs.graph_for`: the similarity or the discourse
    graph, whose module docstring defines both), from the rows' texts,
    documents and reading-order positions.
+6. With `oov_words=K`, See et al.'s source-vocabulary extension: the
+   example's out-of-vocabulary words (whitespace-delimited words whose
+   pieces include `<unk>`; see `TextStructurer`) and the extended ids of
+   its tokens, read from the tokens kept in the output.
 
 Known differences from the Python builders (measured on the bundled real
 samples by `tests/data/test_structurer.py`):
@@ -84,6 +88,8 @@ from keras_hsum.features import GRAPH
 from keras_hsum.features import PARAGRAPH_INDEX
 from keras_hsum.features import PARAGRAPH_MASK
 from keras_hsum.features import RANK_SCORE
+from keras_hsum.features import SOURCE_EXTENDED_IDS
+from keras_hsum.features import SOURCE_OOV_WORDS
 from keras_hsum.features import TOKENS
 from keras_hsum.features import TOKEN_MASK
 
@@ -100,7 +106,12 @@ FAMILY_OPTIONS = {
 }
 # Options a family accepts besides those (no default: absent unless given,
 # so that the structures described without them are unchanged).
-EXTRA_OPTIONS = {"paragraphs": ("ranker_run", "graph_kind", "graph_options")}
+EXTRA_OPTIONS = {
+    "paragraphs": ("ranker_run", "graph_kind", "graph_options", "oov_words"),
+    "sections": ("oov_words",),
+    "snippets": ("oov_words",),
+    "sentences": ("oov_words",),
+}
 
 # The options of each paragraph graph (`keras_hsum.data.graphs`) that the
 # structurer builds in the graph, with their defaults.
@@ -305,6 +316,29 @@ class TextStructurer(tf.Module):
             built in the graph as `keras_hsum.data.graphs.graph_for` builds
             it from the rows in Python (see `_similarity_graph`,
             `_discourse_graph`).
+            `oov_words=K` (every family but `"flat"`; K >= 1) adds See et
+            al.'s extended vocabulary (below).
+
+    Extended vocabulary (See et al. 2017, §2.2, for a pointer-generator's
+    copy). A *word* is what SentencePiece marks as one: a piece starting
+    with "▁" (or a sentence's first piece) and the pieces after it up to
+    the next such piece, i.e. a whitespace-delimited word of the text; its
+    text is the input's own characters (the pieces' offsets, before
+    normalisation). A word is *out of vocabulary* when one of its pieces is
+    `<unk>` (id `unk_id`): characters the vocabulary has no piece for
+    (this vocabulary has no byte fallback), so no sequence of ids spells
+    it and the decoder could only write " ⁇ ". Words that merely take
+    several pieces are not OOV: the decoder spells them, and the copy
+    distribution copies them piece by piece through `tokens`. An OOV
+    word's *core* is the word without its leading and trailing pieces that
+    are punctuation alone (no alphanumeric character; `<unk>` never is):
+    the core's text is the OOV word, and its pieces take the extended id,
+    so that "café," in the source and "café" in a summary are one word.
+    The K distinct OOV words of the kept tokens, in order of first
+    occurrence (row-major over [P,T]), get the ids V + 0 .. V + K-1; later
+    ones keep their ordinary ids. A word cut by a forced split keeps one id
+    on both sides of the cut; a word cut at T is listed when a piece of its
+    core was kept.
 
     Call arguments:
         documents: tf.string [B, None] (dense, "" pads; or a
@@ -323,7 +357,10 @@ class TextStructurer(tf.Module):
         place in reading order), `rank_score` float32 [B,P] (tf-idf cosine,
         the learned ranker's score, or 0 for "order") and `context_tokens` int32 [B,C] (C =
         context_length); with `graph_kind`, `graph` float32 [B,P,P] (raw
-        edge weights, row and column i are row i; 0 for padding). For
+        edge weights, row and column i are row i; 0 for padding); with
+        `oov_words=K`, `source_extended_ids` int32 [B,P,T] (`tokens` with
+        the pieces of OOV word j replaced by V + j) and `source_oov_words`
+        tf.string [B,K] (the words, "" pads). For
         `"flat"`: `tokens` int32 [B,N], `token_mask`
         bool [B,N] and `unit_texts` tf.string [B,None] (the paragraphs in
         the order used). An example without text gives all padding.
@@ -389,6 +426,12 @@ class TextStructurer(tf.Module):
             )
         if "context_length" in options:
             check_int("context_length", options["context_length"])
+        self.oov_words = 0
+        if "oov_words" in options:
+            self.oov_words = check_int(
+                "oov_words", options["oov_words"], owner=f"family {family!r}",
+                hint=" (the extended vocabulary's slots; leave it out for none)",
+            )
         self._graph_kind, self._graph_options = _check_graph(
             options.get("graph_kind"), options.get("graph_options")
         )
@@ -403,6 +446,24 @@ class TextStructurer(tf.Module):
         self.bos_id = vocabulary.bos_id
         self.eos_id = vocabulary.eos_id
         self.paragraph_separator_id = vocabulary.paragraph_id
+        self.vocabulary_size = vocabulary.vocabulary_size
+        self.unk_id = vocabulary.unk_id
+        if self.oov_words:
+            # Per piece, bool [V]: it begins a word ("▁" first); it is
+            # punctuation alone (characters, "▁" aside, none alphanumeric).
+            pieces = [vocabulary.id_to_piece(i) for i in range(self.vocabulary_size)]
+            self._begins_word = tf.constant(
+                [piece.startswith("\u2581") for piece in pieces], tf.bool
+            )
+            self._punctuation_piece = tf.constant(
+                [
+                    i != self.unk_id
+                    and bool(piece.lstrip("\u2581"))
+                    and not any(c.isalnum() for c in piece)
+                    for i, piece in enumerate(pieces)
+                ],
+                tf.bool,
+            )
         self._skipped_ids = sorted(
             {vocabulary.pad_id, vocabulary.bos_id}
             | {
@@ -474,11 +535,17 @@ class TextStructurer(tf.Module):
         query = self._context_argument(query, batch, "query")
         return self._structure(documents, title, query)
 
-    def detokenize(self, ids):
+    def detokenize(self, ids, oov_words=None):
         """Token ids -> text, stopping at EOS.
 
         Args:
             ids: int [B, L] (e.g. a decoded summary with BOS first).
+            oov_words: optional tf.string [B, K], each row's
+                `source_oov_words`: an extended id V + j (a copied OOV
+                word) is written as the row's word j, as a word of its own
+                (after a space unless it comes first); an id >= V + K, or
+                one whose word is "", reads as `<unk>`. Without it, ids
+                must be < V.
 
         Returns:
             tf.string [B]: the text of the ids before the first EOS, with
@@ -494,11 +561,61 @@ class TextStructurer(tf.Module):
             axis=-1,
         )
         kept = tf.ragged.boolean_mask(ids, before_eos & ~skipped)
-        return self._tokenizer.detokenize(kept)
+        if oov_words is None:
+            return self._tokenizer.detokenize(kept)
+        if not self.oov_words:
+            raise ValueError(
+                "detokenize(..., oov_words=...) writes the extended ids of a "
+                "structurer built with `oov_words=K`; this one has none. Leave "
+                "`oov_words` out, or build the structurer with oov_words."
+            )
+        return self._detokenize_extended(kept, tf.convert_to_tensor(oov_words, tf.string))
 
     def tokenize(self, texts):
         """tf.string [B] -> int32 ragged [B, None] (`Vocabulary.encode`'s ids)."""
         return self._tokenizer.tokenize(self._clean(tf.convert_to_tensor(texts)))
+
+    def tokenize_extended(self, texts, oov_words):
+        """Texts -> ids over the extended vocabulary (a copy model's targets).
+
+        As `tokenize`, except that a word of `texts` that is out of
+        vocabulary (see the class docstring) and equal to word j of its
+        row's `oov_words` becomes the one id V + j instead of its pieces, as
+        See et al. write a target word that is an OOV of the source.
+
+        Args:
+            texts: tf.string [B].
+            oov_words: tf.string [B, K], the rows' `source_oov_words`.
+
+        Returns:
+            int32 ragged [B, None].
+        """
+        texts = self._clean(tf.convert_to_tensor(texts, tf.string))
+        oov_words = tf.convert_to_tensor(oov_words, tf.string)
+        ids, starts, ends = self._tokenizer.tokenize_with_offsets(texts)
+        words = self._words(ids, starts, ends, texts)
+        # j of every word: the first equal word of its row's list, else -1.
+        candidates = tf.gather(oov_words, words["row"])  # [W, K]
+        equal = (
+            tf.equal(candidates, words["text"][:, None])
+            & tf.not_equal(candidates, "")
+            & words["oov"][:, None]
+        )
+        slot = tf.where(
+            tf.reduce_any(equal, axis=1),
+            tf.argmax(tf.cast(equal, tf.int32), axis=1, output_type=tf.int32),
+            -1,
+        )
+        token_slot = tf.where(words["copied"], tf.gather(slot, words["word"]), -1)
+        values = ids.flat_values
+        # A replaced core keeps one token, its first, holding V + j.
+        kept = (token_slot < 0) | words["first"]
+        values = tf.where(token_slot >= 0, self.vocabulary_size + token_slot, values)
+        return tf.RaggedTensor.from_value_rowids(
+            tf.boolean_mask(values, kept),
+            tf.boolean_mask(ids.value_rowids(), kept),
+            nrows=ids.nrows(),
+        )
 
     # ------------------------------------------------------------- helpers
 
@@ -513,6 +630,137 @@ class TextStructurer(tf.Module):
                 f"shape {value.shape}."
             )
         return value
+
+    def _words(self, ids, starts, ends, texts):
+        """The SentencePiece words of tokenised texts and their OOV cores
+        (see the class docstring), numbered over all rows.
+
+        Args:
+            ids, starts, ends: ragged [R, None], `tokenize_with_offsets`
+                of `texts` (byte offsets).
+            texts: tf.string [R].
+
+        Returns:
+            A dict: `word` int32 [n] (the word of each token, non-decreasing),
+            `copied` bool [n] (the token is in the core of an OOV word: the
+            pieces that take an extended id), `first` bool [n] (the token
+            is the first of its word's core), `row` int32 [W] (each word's
+            row), `oov` bool [W] (a piece is `<unk>`), `text` tf.string [W]
+            (an OOV word's core, its input characters with whitespace
+            stripped; "" for the other words).
+        """
+        values = ids.flat_values
+        token_row = ids.value_rowids()
+        count = tf.shape(values)[0]
+        index = tf.range(count)
+        first_in_row = tf.equal(
+            tf.cast(index, tf.int64), tf.gather(ids.row_starts(), token_row)
+        )
+        begins = tf.gather(self._begins_word, values) | first_in_row
+        word = tf.cumsum(tf.cast(begins, tf.int32)) - 1
+        num_words = tf.reduce_sum(tf.cast(begins, tf.int32))
+        oov = tf.math.unsorted_segment_max(
+            tf.cast(tf.equal(values, self.unk_id), tf.int32), word, num_words
+        ) > 0
+        row = tf.math.unsorted_segment_min(tf.cast(token_row, tf.int32), word, num_words)
+        # The core: from the word's first to its last piece that is not
+        # punctuation alone.
+        inner = ~tf.gather(self._punctuation_piece, values)
+        core_first = tf.math.unsorted_segment_min(
+            tf.where(inner, index, count), word, num_words
+        )
+        core_last = tf.math.unsorted_segment_max(
+            tf.where(inner, index, -1), word, num_words
+        )
+        copied = (
+            tf.gather(oov, word)
+            & (index >= tf.gather(core_first, word))
+            & (index <= tf.gather(core_last, word))
+        )
+        # Only the OOV words' texts are cut out (a few in a thousand words).
+        which = tf.where(oov)
+        start = tf.gather(
+            tf.math.unsorted_segment_min(
+                tf.where(copied, starts.flat_values, tf.int64.max), word, num_words
+            ),
+            which[:, 0],
+        )
+        end = tf.gather(
+            tf.math.unsorted_segment_max(
+                tf.where(copied, ends.flat_values, -1), word, num_words
+            ),
+            which[:, 0],
+        )
+        text = tf.strings.regex_replace(
+            tf.strings.substr(
+                tf.gather(texts, tf.gather(row, which[:, 0])), start, end - start
+            ),
+            self._strip_pattern,
+            "",
+        )
+        return {
+            "word": word,
+            "copied": copied,
+            "first": copied & tf.equal(index, tf.gather(core_first, word)),
+            "row": row,
+            "oov": oov,
+            "text": tf.tensor_scatter_nd_update(
+                tf.fill(tf.reshape(num_words, [1]), ""), which, text
+            ),
+        }
+
+    def _detokenize_extended(self, kept, oov_words):
+        """`detokenize` of ragged ids [B, None] that may hold extended ids.
+
+        Each row is cut into runs of ordinary ids, detokenised by
+        SentencePiece, and single extended ids, written as their word; a
+        run or word is preceded by a space when it begins a word ("▁"
+        first; a copied word always does) and is not first in its row.
+        """
+        V = self.vocabulary_size
+        values = kept.flat_values
+        row = tf.cast(kept.value_rowids(), tf.int32)
+        count = tf.shape(values)[0]
+        extended = values >= V
+        first_in_row = tf.equal(
+            tf.range(count, dtype=tf.int64), tf.gather(kept.row_starts(), kept.value_rowids())
+        )
+        after_extended = tf.concat([[False], extended[:-1]], 0)
+        starts = first_in_row | extended | after_extended
+        run = tf.cumsum(tf.cast(starts, tf.int32)) - 1
+        num_runs = tf.reduce_sum(tf.cast(starts, tf.int32))
+        run_row = tf.math.unsorted_segment_min(row, run, num_runs)
+        run_first = tf.math.unsorted_segment_min(tf.range(count), run, num_runs)
+        first_id = tf.gather(values, run_first)
+        run_extended = first_id >= V
+        ordinary = self._tokenizer.detokenize(
+            tf.RaggedTensor.from_value_rowids(
+                tf.boolean_mask(values, ~extended),
+                tf.boolean_mask(run, ~extended),
+                nrows=num_runs,
+            )
+        )
+        # Column K of the padded list is "": ids past the list read as <unk>.
+        K = tf.shape(oov_words)[1]
+        padded = tf.concat([oov_words, tf.fill([tf.shape(oov_words)[0], 1], "")], 1)
+        slot = tf.where(run_extended, tf.minimum(first_id - V, K), K)
+        word = tf.gather_nd(padded, tf.stack([run_row, slot], 1))
+        unknown = self._tokenizer.detokenize(tf.constant([[self.unk_id]], tf.int32))[0]
+        word = tf.where(tf.equal(word, ""), unknown, word)
+        begins = run_extended | tf.gather(
+            self._begins_word, tf.where(run_extended, 0, first_id)
+        )
+        first_run = tf.equal(
+            run_first, tf.gather(tf.cast(kept.row_starts(), tf.int32), run_row)
+        )
+        text = tf.where(run_extended, word, ordinary)
+        text = tf.where(begins & ~first_run, " " + text, text)
+        return tf.strings.reduce_join(
+            tf.RaggedTensor.from_value_rowids(
+                text, run_row, nrows=tf.cast(kept.nrows(), tf.int32)
+            ),
+            axis=1,
+        )
 
     @staticmethod
     def _clean(texts):
@@ -820,9 +1068,16 @@ class TextStructurer(tf.Module):
         (paragraph_text, paragraph_batch, paragraph_document, paragraph_key,
          paragraph_section) = self._paragraphs(documents)
         sentence_text, sentence_paragraph = self._split_sentences(paragraph_text)
-        ids = self._tokenizer.tokenize(sentence_text)
+        if self.oov_words:
+            ids, starts, ends = self._tokenizer.tokenize_with_offsets(sentence_text)
+        else:
+            ids = self._tokenizer.tokenize(sentence_text)
         lengths = tf.cast(ids.row_lengths(), tf.int32)
         nonempty = lengths > 0
+        if self.oov_words:
+            # The words of the sentences with tokens (a sentence without
+            # any has no word either).
+            words = self._words(ids, starts, ends, sentence_text)
         ids = tf.ragged.boolean_mask(ids, nonempty)
         lengths = tf.boolean_mask(lengths, nonempty)
         sentence_text = tf.boolean_mask(sentence_text, nonempty)
@@ -837,6 +1092,8 @@ class TextStructurer(tf.Module):
             document_key=tf.gather(paragraph_key, sentence_paragraph),
             section_key=tf.gather(paragraph_section, sentence_paragraph),
         )
+        if self.oov_words:
+            sentences["words"] = words
         if self.family == "flat":
             features = self._flat(sentences, context, num_batch)
         else:
@@ -1044,9 +1301,54 @@ class TextStructurer(tf.Module):
                 features[GRAPH] = tf.ensure_shape(
                     self._graph(features), [None, P, P]
                 )
+        if self.oov_words:
+            words = sentences["words"]
+            features.update(
+                self._extended_vocabulary(
+                    tokens,
+                    self._row_values(
+                        rows, tf.where(words["copied"], words["word"], -1), -1,
+                        batch, slot, kept, num_batch, P,
+                    ),
+                    words,
+                    num_batch,
+                )
+            )
         if self.statistics:
             features.update(statistics)
         return features
+
+    def _extended_vocabulary(self, tokens, token_words, words, num_batch):
+        """`source_extended_ids` [B,P,T] and `source_oov_words` [B,K] (see
+        the class docstring).
+
+        Args:
+            tokens: int32 [B,P,T].
+            token_words: int32 [B,P,T], for each kept token in the core of
+                an OOV word, that word in `words` (`_words`); else -1.
+            words: `_words`' dict for the example's sentences.
+        """
+        K = self.oov_words
+        position = tf.where(token_words >= 0)  # [k,3], row-major
+        text = tf.gather(words["text"], tf.gather_nd(token_words, position))
+        batch = tf.cast(position[:, 0], tf.int32)
+        slot, _ = self._per_example_terms(text, batch, num_batch)
+        listed = slot < K
+        extended = tf.tensor_scatter_nd_update(
+            tokens,
+            tf.boolean_mask(position, listed),
+            self.vocabulary_size + tf.boolean_mask(slot, listed),
+        )
+        # Every occurrence of word j writes the same text to slot j.
+        oov_words = tf.tensor_scatter_nd_update(
+            tf.fill(tf.stack([num_batch, K]), ""),
+            tf.boolean_mask(tf.stack([batch, slot], 1), listed),
+            tf.boolean_mask(text, listed),
+        )
+        return {
+            SOURCE_EXTENDED_IDS: tf.ensure_shape(extended, tokens.shape),
+            SOURCE_OOV_WORDS: tf.ensure_shape(oov_words, [None, K]),
+        }
 
     # --------------------------------------------------------------- graphs
 
@@ -1233,6 +1535,23 @@ class TextStructurer(tf.Module):
         """Tokens [B,P,T] (pad id elsewhere) and token_mask [B,P,T] of the
         rows: row r's first T token ids go to example `batch[r]`, row
         `slot[r]`, where `kept[r]`."""
+        tokens = self._row_values(
+            rows, sentences["ids"].flat_values, self.pad_id, batch, slot, kept,
+            num_batch, P,
+        )
+        token_mask = self._row_values(
+            rows, tf.ones_like(rows["token_row"], tf.bool), False, batch, slot,
+            kept, num_batch, P,
+        )
+        return tokens, token_mask
+
+    def _row_values(self, rows, values, default, batch, slot, kept, num_batch, P):
+        """A value per token placed as `_row_tokens` places the token:
+        [B,P,T] of `values`' dtype, `default` elsewhere.
+
+        Args:
+            values: [n], one per token of the sentences (flat, in order).
+        """
         T = self.max_tokens
         token_row = rows["token_row"]
         token_kept = tf.gather(kept, token_row) & (rows["token_column"] < T)
@@ -1247,16 +1566,11 @@ class TextStructurer(tf.Module):
             ),
             token_kept,
         )
-        shape = tf.stack([num_batch, P, T])
-        tokens = tf.tensor_scatter_nd_update(
-            tf.fill(shape, tf.constant(self.pad_id, tf.int32)),
+        return tf.tensor_scatter_nd_update(
+            tf.fill(tf.stack([num_batch, P, T]), tf.constant(default, values.dtype)),
             token_index,
-            tf.boolean_mask(sentences["ids"].flat_values, token_kept),
+            tf.boolean_mask(values, token_kept),
         )
-        token_mask = tf.scatter_nd(
-            token_index, tf.ones([tf.shape(token_index)[0]], tf.bool), shape
-        )
-        return tokens, token_mask
 
     def _learned_rank(self, rows, sentences, context, batch, local, num_batch):
         """The learned ranker's score and slot of every row.
