@@ -294,3 +294,103 @@ def ranking_options(config):
     if config.rank == "learned":
         options["ranker_run"] = config.ranker_run
     return options
+
+
+@dataclasses.dataclass(frozen=True)
+class BackboneOptions:
+    """Fields of the recipes that can start from a pretrained keras-hub
+    backbone (flat, ht, pht; `--set backbone=PRESET_OR_PATH`).
+
+    Attributes:
+        backbone: None (train from scratch), or a keras-hub preset: a hub
+            name such as "bart_base_en" or "t5_small_multi" (where the hub
+            is reachable), a `kaggle://` / `hf://` handle, or a local preset
+            folder (`save_to_preset` writes one). The run then uses the
+            preset's weights and its own tokenizer (`vocabulary_size` and
+            the model sizes `hidden_dim`, `num_heads`, ... of the config are
+            not used; the new hierarchical layers take the backbone's width
+            and heads, `intermediate_dim` its FFN width, `dropout` the
+            config's): flat → `BackboneSummarizer`; ht →
+            `HierarchicalBackboneSummarizer` with one gated global layer per
+            "G" of `layer_schedule` (the backbone's encoder stands for the
+            "L" layers); pht → the same with PHT's gated parallel cross
+            attention in every decoder layer and `num_paragraph_layers`.
+            Recorded as an absolute path when it is a local folder.
+        backbone_learning_rate_scale: the pretrained weights' learning rate
+            as a fraction of the run's (the new layers take the run's rate);
+            e.g. 0.1. Adam only.
+        backbone_freeze_steps: the backbone's encoder (its own layers, not
+            the embedding it shares with the decoder) is not updated for the
+            first this many steps, while the new layers settle.
+    """
+
+    backbone: str | None = None
+    backbone_learning_rate_scale: float = 1.0
+    backbone_freeze_steps: int = 0
+
+    def check_backbone(self):
+        """Validates the fields; makes a local preset folder absolute. Call
+        from `__post_init__`."""
+        if self.backbone is not None:
+            if not isinstance(self.backbone, str) or not self.backbone:
+                raise ValueError(
+                    "`backbone` must be a keras-hub preset name, handle or folder "
+                    f"(str), received {self.backbone!r}."
+                )
+            if os.path.isdir(self.backbone):
+                object.__setattr__(self, "backbone", os.path.abspath(self.backbone))
+        scale = self.backbone_learning_rate_scale
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale < 0:
+            raise ValueError(
+                "`backbone_learning_rate_scale` must be a number >= 0 (e.g. 0.1), "
+                f"received {scale!r}."
+            )
+        freeze = self.backbone_freeze_steps
+        if isinstance(freeze, bool) or not isinstance(freeze, int) or freeze < 0:
+            raise ValueError(
+                f"`backbone_freeze_steps` must be an int >= 0, received {freeze!r}."
+            )
+        if self.backbone is None and (scale != 1.0 or freeze):
+            raise ValueError(
+                "`backbone_learning_rate_scale` and `backbone_freeze_steps` apply to a "
+                "run on a pretrained backbone: set `backbone` too (received "
+                f"backbone=None, scale {scale}, freeze steps {freeze})."
+            )
+        if self.backbone is not None and (scale != 1.0 or freeze) and getattr(
+            self, "optimizer", "adam"
+        ) != "adam":
+            raise ValueError(
+                "Per-group learning rates need optimizer='adam' (GroupedAdam); "
+                f"received optimizer={self.optimizer!r}."
+            )
+
+
+def backbone_model(config, vocabulary_size, name, **hierarchy):
+    """The model of a `BackboneOptions` config with `backbone` set: a
+    `BackboneSummarizer` (no `hierarchy` arguments) or a
+    `HierarchicalBackboneSummarizer(**hierarchy)`, on the preset's weights,
+    with the special ids of the preset's tokenizer.
+
+    Raises:
+        ValueError: when the run's vocabulary (the preset tokenizer's,
+            `vocabulary_size`) has ids beyond the backbone's embedding.
+    """
+    from keras_hsum.data.preset_vocabulary import PresetVocabulary
+    from keras_hsum.models import BackboneSummarizer
+    from keras_hsum.models import HierarchicalBackboneSummarizer
+
+    vocabulary = PresetVocabulary.from_preset(config.backbone)
+    ids = dict(pad_id=vocabulary.pad_id, bos_id=vocabulary.bos_id, eos_id=vocabulary.eos_id)
+    if hierarchy:
+        model = HierarchicalBackboneSummarizer.from_preset(
+            config.backbone, dropout=config.dropout, name=name, **hierarchy, **ids
+        )
+    else:
+        model = BackboneSummarizer.from_preset(config.backbone, name=name, **ids)
+    if vocabulary_size > model.vocabulary_size:
+        raise ValueError(
+            f"The run's vocabulary has {vocabulary_size} ids but the backbone "
+            f"{config.backbone!r} embeds {model.vocabulary_size}: its tokenizer and "
+            "weights do not belong together."
+        )
+    return model

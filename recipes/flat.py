@@ -8,15 +8,18 @@ import dataclasses
 
 from keras_hsum.data import training_pairs
 from keras_hsum.models import FlatTransformer
+from keras_hsum.recipes.base import BackboneOptions
 from keras_hsum.recipes.base import RecipeConfig
+from keras_hsum.recipes.base import backbone_model
 from keras_hsum.recipes.base import batches
 
 DEFAULT_DATASET = "qmsum_goldspan"
 
 
 @dataclasses.dataclass(frozen=True)
-class Config(RecipeConfig):
-    """FlatTransformer sizes (see `recipes.base.RecipeConfig` for the rest).
+class Config(BackboneOptions, RecipeConfig):
+    """FlatTransformer sizes (see `recipes.base.RecipeConfig` for the rest, and
+    `recipes.base.BackboneOptions` for `backbone`, a pretrained start).
 
     Attributes:
         pointer_generator: add the copy mechanism over the source tokens
@@ -36,6 +39,9 @@ class Config(RecipeConfig):
     max_target_length: int = 100
     pointer_generator: bool = False
     token_shift: bool = False
+
+    def __post_init__(self):
+        self.check_backbone()
 
 
 CONFIGS = {
@@ -72,6 +78,8 @@ CONFIGS = {
 
 
 def build_model(config, vocabulary_size):
+    if config.backbone:
+        return backbone_model(config, vocabulary_size, "flat_transformer")
     return FlatTransformer(
         vocabulary_size=vocabulary_size,
         hidden_dim=config.hidden_dim,

@@ -15,7 +15,9 @@ import dataclasses
 from keras_hsum.data import training_pairs
 from keras_hsum.data.pipeline import paragraph_graph
 from keras_hsum.models.hierarchical_transformer import HierarchicalTransformer
+from keras_hsum.recipes.base import BackboneOptions
 from keras_hsum.recipes.base import RecipeConfig
+from keras_hsum.recipes.base import backbone_model
 from keras_hsum.recipes.base import batches
 from keras_hsum.recipes.base import check_ranking
 from keras_hsum.recipes.base import ranking_options
@@ -24,8 +26,9 @@ DEFAULT_DATASET = "qmsum_goldspan"
 
 
 @dataclasses.dataclass(frozen=True)
-class Config(RecipeConfig):
-    """HierarchicalTransformer sizes (see `recipes.base.RecipeConfig`).
+class Config(BackboneOptions, RecipeConfig):
+    """HierarchicalTransformer sizes (see `recipes.base.RecipeConfig`, and
+    `recipes.base.BackboneOptions` for `backbone`, a pretrained start).
 
     Attributes:
         layer_schedule: encoder layers bottom to top, "L" local / "G" global.
@@ -67,6 +70,7 @@ class Config(RecipeConfig):
     token_shift: bool = False
 
     def __post_init__(self):
+        self.check_backbone()
         check_ranking(self)
         if self.graph_kind not in (None, "similarity", "discourse"):
             raise ValueError(
@@ -127,6 +131,15 @@ DECODING = {
 
 
 def build_model(config, vocabulary_size):
+    if config.backbone:
+        return backbone_model(
+            config,
+            vocabulary_size,
+            "hierarchical_transformer",
+            num_global_layers=config.layer_schedule.count("G"),
+            parallel_cross_attention=False,
+            graph_heads=list(config.graph_heads) or None,
+        )
     return HierarchicalTransformer(
         vocabulary_size=vocabulary_size,
         hidden_dim=config.hidden_dim,

@@ -13,7 +13,9 @@ from keras_hsum.data import training_pairs
 from keras_hsum.models.parallel_hierarchical_transformer import (
     ParallelHierarchicalTransformer,
 )
+from keras_hsum.recipes.base import BackboneOptions
 from keras_hsum.recipes.base import RecipeConfig
+from keras_hsum.recipes.base import backbone_model
 from keras_hsum.recipes.base import batches
 from keras_hsum.recipes.base import check_ranking
 from keras_hsum.recipes.base import ranking_options
@@ -22,8 +24,9 @@ DEFAULT_DATASET = "qmsum_goldspan"
 
 
 @dataclasses.dataclass(frozen=True)
-class Config(RecipeConfig):
-    """PHT sizes and input shape (see `recipes.base.RecipeConfig` for the rest).
+class Config(BackboneOptions, RecipeConfig):
+    """PHT sizes and input shape (see `recipes.base.RecipeConfig` for the rest, and
+    `recipes.base.BackboneOptions` for `backbone`, a pretrained start).
 
     Attributes:
         hidden_dim, num_heads, intermediate_dim: D, H, FFN width.
@@ -67,6 +70,7 @@ class Config(RecipeConfig):
     token_shift: bool = False
 
     def __post_init__(self):
+        self.check_backbone()
         check_ranking(self)
 
 
@@ -122,6 +126,14 @@ DECODING = {
 
 
 def build_model(config, vocabulary_size):
+    if config.backbone:
+        return backbone_model(
+            config,
+            vocabulary_size,
+            "parallel_hierarchical_transformer",
+            parallel_cross_attention=True,
+            num_paragraph_layers=config.num_paragraph_layers,
+        )
     return ParallelHierarchicalTransformer(
         vocabulary_size=vocabulary_size,
         hidden_dim=config.hidden_dim,

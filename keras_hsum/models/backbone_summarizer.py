@@ -27,6 +27,12 @@ class BartComputation:
         self.head_dim = backbone.hidden_dim // backbone.num_heads
         self.max_sequence_length = int(backbone.max_sequence_length)
 
+    def encoder_layers(self):
+        """The layers only the encoder uses (not the shared token embedding)."""
+        backbone = self.backbone
+        return [backbone.encoder_position_embedding, backbone.encoder_embeddings_layer_norm,
+                *backbone.encoder_transformer_layers]
+
     def encode(self, tokens, mask, training=False):
         """int [B,N] + bool [B,N] → float [B,N,D]."""
         backbone = self.backbone
@@ -98,6 +104,10 @@ class T5Computation:
         self.backbone = backbone
         self.head_dim = int(backbone.key_value_dim or backbone.hidden_dim // backbone.num_heads)
         self.max_sequence_length = None  # relative positions: no limit
+
+    def encoder_layers(self):
+        """The layers only the encoder uses (not the shared token embedding)."""
+        return [*self.backbone.encoder_transformer_layers, self.backbone.encoder_layer_norm]
 
     def encode(self, tokens, mask, training=False):
         backbone = self.backbone
@@ -398,6 +408,20 @@ class BackboneSummarizer(Summarizer):
         batch = ops.shape(ids)[0]
         aux = {"paragraph_attention": ops.zeros((batch, 1), "float32")}
         return logits, (static, {"self_caches": self_caches}), aux
+
+    def variable_groups(self):
+        """The trainable variables by group, for per-group learning rates
+        (`keras_hsum.training.learning_rate_groups.GroupedAdam`):
+        `"pretrained"` (the backbone's), `"pretrained_encoder"` (those only
+        its encoder uses; the token embedding is shared with the decoder
+        and not among them) and `"new"` (every other: the layers a subclass
+        adds)."""
+        pretrained = list(self.backbone.trainable_variables)
+        encoder = [v for layer in self.computation.encoder_layers()
+                   for v in layer.trainable_variables]
+        known = {id(v) for v in pretrained}
+        new = [v for v in self.trainable_variables if id(v) not in known]
+        return {"pretrained": pretrained, "pretrained_encoder": encoder, "new": new}
 
     def get_config(self):
         config = super().get_config()

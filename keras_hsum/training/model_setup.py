@@ -18,6 +18,7 @@ from keras_hsum.models.losses import LabelSmoothedCrossEntropy
 from keras_hsum.training.callbacks import keep_training_weights_after_fit
 from keras_hsum.training.checkpoints import checkpoint_files
 from keras_hsum.training.checkpoints import load_checkpoint_weights
+from keras_hsum.training.learning_rate_groups import GroupedAdam
 from keras_hsum.training.schedules import NoamSchedule
 
 STRATEGIES = ("default", "mirrored", "multi_worker")
@@ -44,9 +45,15 @@ def make_strategy(kind):
     raise ValueError(f"Unknown strategy {kind!r}; expected one of {list(STRATEGIES)}.")
 
 
-def make_optimizer(config):
+def make_optimizer(config, model=None):
     """Adam with the Noam schedule, or Adagrad, with global-norm clipping and,
-    given `config.ema_momentum`, a moving average of the weights."""
+    given `config.ema_momentum`, a moving average of the weights.
+
+    A config on a pretrained backbone (`recipes.base.BackboneOptions`) with a
+    `backbone_learning_rate_scale` other than 1 or `backbone_freeze_steps`
+    gets a `GroupedAdam` whose groups are `model.variable_groups()`: the
+    pretrained weights at that fraction of the rate, the encoder's own
+    layers also frozen for the first steps."""
     clip = {"global_clipnorm": config.clipnorm} if config.clipnorm else {}
     momentum = getattr(config, "ema_momentum", None)
     if momentum is not None:
@@ -62,9 +69,19 @@ def make_optimizer(config):
             warmup_steps=config.warmup_steps,
             factor=config.learning_rate,
         )
-        return keras.optimizers.Adam(
-            learning_rate=schedule, beta_1=0.9, beta_2=0.998, epsilon=1e-9, **clip
-        )
+        adam = dict(learning_rate=schedule, beta_1=0.9, beta_2=0.998, epsilon=1e-9, **clip)
+        groups = backbone_groups(config)
+        if not groups:
+            return keras.optimizers.Adam(**adam)
+        if model is None or not hasattr(model, "variable_groups"):
+            raise ValueError(
+                "Per-group learning rates (backbone_learning_rate_scale, "
+                "backbone_freeze_steps) need the model on the backbone, with "
+                "`variable_groups()`; pass `model` to make_optimizer."
+            )
+        optimizer = GroupedAdam(groups=groups, **adam)
+        optimizer.assign_group_variables(model.variable_groups())
+        return optimizer
     if config.optimizer == "adagrad":
         return keras.optimizers.Adagrad(
             learning_rate=config.learning_rate, initial_accumulator_value=0.1, **clip
@@ -72,6 +89,23 @@ def make_optimizer(config):
     raise ValueError(
         f"Unknown optimizer {config.optimizer!r}; expected 'adam' or 'adagrad'."
     )
+
+
+def backbone_groups(config):
+    """`GroupedAdam` groups of a `BackboneOptions` config: the pretrained
+    weights at `backbone_learning_rate_scale`, and the encoder's own layers
+    also frozen for `backbone_freeze_steps`; [] when both are defaults (or
+    the config has no backbone)."""
+    if getattr(config, "backbone", None) is None:
+        return []
+    scale = float(config.backbone_learning_rate_scale)
+    freeze = int(config.backbone_freeze_steps)
+    if scale == 1.0 and not freeze:
+        return []
+    return [
+        {"name": "pretrained", "scale": scale, "freeze_steps": 0},
+        {"name": "pretrained_encoder", "scale": scale, "freeze_steps": freeze},
+    ]
 
 
 def recipe_loss(recipe, config):
@@ -123,7 +157,7 @@ def build_compiled_model(recipe, config, vocabulary_size, sample_inputs):
         model.reward_tracker = keras.metrics.Mean(name="reward")
     model(sample_inputs, training=False)
     model.compile(
-        optimizer=make_optimizer(config),
+        optimizer=make_optimizer(config, model),
         loss=recipe_loss(recipe, config),
         weighted_metrics=recipe_metrics(recipe, config),
     )
