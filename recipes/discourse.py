@@ -32,8 +32,13 @@ class Config(RecipeConfig):
         max_sections: P, the first sections kept.
         max_section_length: T, tokens per section.
         max_target_length: S, the summary length (with BOS/EOS).
-        num_oov: extended-vocabulary slots (0: the pipeline gives no
-            extended ids; copying goes to the regular ids).
+        num_oov: K, See et al.'s extended vocabulary: the structurer gives
+            each example's first K out-of-vocabulary source words (words
+            with an `<unk>` piece; `TextStructurer(oov_words=K)`) the ids
+            V .. V+K-1 (`source_extended_ids`), a summary word that is one
+            of them is that id in the target, the model's distribution
+            covers V + K ids, and the export writes a copied id back as its
+            word. 0 (both configs): off, copying goes to the pieces.
         use_coverage: build the coverage mechanism.
         coverage_start_epoch: epochs trained without coverage; coverage is
             on from this (0-based) epoch to the end (None: never).
@@ -125,6 +130,11 @@ def build_model(config, vocabulary_size):
     )
 
 
+def _family_options(config):
+    """The structurer's family options: `oov_words` when `num_oov` > 0."""
+    return {"oov_words": config.num_oov} if config.num_oov else {}
+
+
 def make_dataset(
     config, source, vocabulary, *, training, seed=0, cache=None, max_examples=None
 ):
@@ -136,6 +146,7 @@ def make_dataset(
         max_units=config.max_sections,
         max_tokens=config.max_section_length,
         max_target_length=config.max_target_length,
+        family_options=_family_options(config),
         training=training,
         seed=seed,
         cache=cache,
@@ -187,10 +198,11 @@ def structure_options(config):
     """How export structures raw text for this recipe (`TextStructurer` kwargs).
 
     Mirrors `make_dataset`: the "sections" family, P = `max_sections`,
-    T = `max_section_length`.
+    T = `max_section_length`, and `oov_words` = `num_oov` when above 0.
     """
     return dict(
         family="sections",
         max_units=config.max_sections,
         max_tokens=config.max_section_length,
+        **_family_options(config),
     )

@@ -29,6 +29,7 @@ Example:
 >>> loaded.signatures["serving_default"](documents=tf.constant([["..."]]))
 """
 
+import functools
 import json
 import os
 import re
@@ -40,6 +41,7 @@ import tensorflow as tf
 from keras_hsum.checks import check_int
 from keras_hsum.decoding.search_options import SearchOptions  # noqa: F401 (its old home)
 from keras_hsum.features import PARAGRAPH_MASK
+from keras_hsum.features import SOURCE_OOV_WORDS
 from keras_hsum.features import SUMMARY_TOKENS
 from keras_hsum.features import TOKEN_MASK
 
@@ -269,7 +271,9 @@ class SummarizerModule(tf.Module):
     the structurer's `max_units`), `paragraphs` tf.string [B,P] (the units
     it indexes), `summary_ids` int32 [B,L], `summary_tokens` tf.string
     [B,L], `token_attention` float32 [B,L,P] (per output token, for
-    heatmaps), `error` tf.string [B] ("" when the row was summarised; a
+    heatmaps; with a structurer's extended vocabulary, `oov_words`, an id
+    V + j of `summary_ids` is a copy of the request's OOV word j, which
+    `summary` and `summary_tokens` write as that word), `error` tf.string [B] ("" when the row was summarised; a
     message, with summary "" and score 0, when it held no text or more
     than `max_request_bytes`: such a row is not read, the other rows of
     the request are summarized). SEAL adds
@@ -355,7 +359,7 @@ class SummarizerModule(tf.Module):
         }
         result = self.decode_ids(numeric)
         outputs = best_hypothesis_outputs(
-            result, features, self.structurer.detokenize, pad_id=self.pad_id
+            result, features, self._detokenizer(features), pad_id=self.pad_id
         )
         selected = outputs.pop("selected_ids", None)
         if selected is not None:
@@ -375,6 +379,22 @@ class SummarizerModule(tf.Module):
                 outputs["error"],
             )
         return outputs
+
+    def _detokenize_extended(self, oov_words, ids):
+        # ids: [B, L] (a row per example) or [B·L, 1] (a row per token,
+        # example-major): each row gets its example's OOV words.
+        copies = tf.shape(ids)[0] // tf.maximum(tf.shape(oov_words)[0], 1)
+        return self.structurer.detokenize(
+            ids, oov_words=tf.repeat(oov_words, copies, axis=0)
+        )
+
+    def _detokenizer(self, features):
+        """ids -> text: with the structurer's extended vocabulary
+        (`source_oov_words`), a copied OOV id V + j is written as the
+        request's word j."""
+        if SOURCE_OOV_WORDS not in features:
+            return self.structurer.detokenize
+        return functools.partial(self._detokenize_extended, features[SOURCE_OOV_WORDS])
 
     @tf.function(
         input_signature=[tf.TensorSpec([None, None], tf.string, name="documents")]
