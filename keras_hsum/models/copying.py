@@ -6,8 +6,9 @@ and turns its decoder's vocabulary logits into the log of
 
     P(w) = p_gen softmax(logits)(w) + (1 - p_gen) sum_{i: x_i = w} alpha_i
 
-over the fixed vocabulary (SentencePiece has no out-of-vocabulary words, so
-the extended vocabulary of See et al. has no extra slots). `decode` and
+over the fixed vocabulary: these models copy pieces, and a word with an
+`<unk>` piece cannot be copied as a word (See et al.'s extended vocabulary,
+`TextStructurer(oov_words=K)`, is used by `DiscourseSummarizer` only). `decode` and
 `step` then return log-probabilities instead of logits; the label-smoothed
 loss and every search take both (log-softmax is idempotent).
 """

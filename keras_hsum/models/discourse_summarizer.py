@@ -86,8 +86,10 @@ class DiscourseSummarizer(Summarizer):
     source OOVs; the model's static `num_oov` is the most OOVs of one
     example, so a per-example OOV count in the inputs is not needed and is
     ignored); without it the copy distribution goes to the regular ids
-    `tokens` (keras_hsum's SentencePiece vocabulary rarely produces OOVs,
-    and the data pipeline gives no extended ids). Decoder input ids >= V
+    `tokens`. `TextStructurer(..., oov_words=K)` gives it (words with an
+    `<unk>` piece; the discourse recipe's `num_oov`), the pipeline's
+    targets then hold V + j, and `TextStructurer.detokenize(ids,
+    oov_words)` writes V + j back as the word. Decoder input ids >= V
     are read as `unk_id`. The "logits" of `call` and `step` are the log of
     the final distribution over V + num_oov (floored at 1e-12, so finite);
     `LabelSmoothedCrossEntropy` takes them as they are.
