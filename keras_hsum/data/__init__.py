@@ -48,6 +48,11 @@ def __getattr__(name):
         from keras_hsum.data.structurer import TextStructurer
 
         return TextStructurer
+    if name == "PresetVocabulary":
+        # A keras-hub preset's tokenizer (imports TensorFlow).
+        from keras_hsum.data.preset_vocabulary import PresetVocabulary
+
+        return PresetVocabulary
     if name in _PIPELINE:
         from keras_hsum.data import pipeline
 

@@ -623,8 +623,10 @@ def _structured_dataset(
     (with `max_target_length`) and the raw strings the extras read."""
     from keras_hsum.data.structurer import TextStructurer
 
+    # A `Vocabulary` is read as its SentencePiece proto; a PresetVocabulary
+    # (a backbone preset's tokenizer) is used as it is.
     structurer = TextStructurer(
-        vocabulary.proto, family, max_units, max_tokens, statistics=True, **options
+        vocabulary, family, max_units, max_tokens, statistics=True, **options
     )
     needs_summary = bool(require_summary or max_target_length)
 
@@ -1195,7 +1197,8 @@ def make_dataset(
     if not hasattr(vocabulary, "encode_batch") or not hasattr(vocabulary, "pad_id"):
         raise ValueError(
             "`vocabulary` must be a keras_hsum.data.Vocabulary (e.g. "
-            f"Vocabulary.load(path)); received {type(vocabulary).__name__}."
+            "Vocabulary.load(path)) or a PresetVocabulary (a backbone preset's "
+            f"tokenizer); received {type(vocabulary).__name__}."
         )
     max_examples = check_int("max_examples", options.max_examples, allow_none=True)
     bucket_boundaries, pad_to_max = options.bucket_boundaries, options.pad_to_max

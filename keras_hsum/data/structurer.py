@@ -223,6 +223,24 @@ def _local_index(batch, num_batch):
     return positions - tf.gather(first, batch)
 
 
+def _check_preset_options(preset, options):
+    """Refuses the options that need a SentencePiece vocabulary of this
+    library with a preset's tokenizer."""
+    if options.get("rank") == "learned":
+        raise ValueError(
+            "rank='learned' reads a ranker run's SentencePiece vocabulary; a "
+            f"structurer on a {preset.kind} preset's tokenizer cannot use it. "
+            "Use rank='tfidf' or 'order'."
+        )
+    if options.get("oov_words"):
+        raise ValueError(
+            "`oov_words` finds words by SentencePiece's '\u2581' word starts "
+            "and `<unk>` pieces; a structurer on a "
+            f"{preset.kind} preset's tokenizer does not support it. Leave "
+            "`oov_words` out."
+        )
+
+
 def _check_graph(kind, options):
     """Validates `graph_kind` / `graph_options`; returns (kind, options with
     defaults) or (None, None)."""
@@ -286,7 +304,11 @@ class TextStructurer(tf.Module):
 
     Args:
         vocabulary_proto: the serialized SentencePiece model (bytes), e.g.
-            `Vocabulary.proto`.
+            `Vocabulary.proto` (a `Vocabulary` is read as its proto); or a
+            `keras_hsum.data.preset_vocabulary.PresetVocabulary`: a
+            keras-hub preset's own tokenizer (BART's byte-level BPE, T5's
+            SentencePiece) tokenizes and detokenizes instead, with its
+            special ids and without separators (see that module).
         family: `"paragraphs"`, `"sections"`, `"snippets"`, `"sentences"`
             or `"flat"` (as in `keras_hsum.data.make_dataset`).
         max_units: P, rows per example (ignored by `"flat"`, may be None).
@@ -383,11 +405,18 @@ class TextStructurer(tf.Module):
             raise ValueError(
                 f"Unknown family {family!r}; expected one of {', '.join(FAMILIES)}."
             )
-        if not isinstance(vocabulary_proto, (bytes, bytearray)):
+        preset = None
+        if hasattr(vocabulary_proto, "graph_tokenizer"):
+            preset, vocabulary_proto = vocabulary_proto, None
+        elif not isinstance(vocabulary_proto, (bytes, bytearray)) and isinstance(
+            getattr(vocabulary_proto, "proto", None), bytes
+        ):
+            vocabulary_proto = vocabulary_proto.proto
+        if preset is None and not isinstance(vocabulary_proto, (bytes, bytearray)):
             raise TypeError(
                 "`vocabulary_proto` must be the serialized SentencePiece model "
                 f"(bytes), received {type(vocabulary_proto).__name__}; pass "
-                "`Vocabulary.proto`."
+                "`Vocabulary.proto`, or a PresetVocabulary for a preset's tokenizer."
             )
         limits = [("max_tokens", max_tokens)]
         if family != "flat":
@@ -437,7 +466,11 @@ class TextStructurer(tf.Module):
         )
         from keras_hsum.data.vocabulary import Vocabulary
 
-        vocabulary = Vocabulary(bytes(vocabulary_proto))
+        if preset is not None:
+            _check_preset_options(preset, options)
+            vocabulary = preset
+        else:
+            vocabulary = Vocabulary(bytes(vocabulary_proto))
         self.family = family
         self.max_units = max_units
         self.max_tokens = max_tokens
@@ -478,9 +511,22 @@ class TextStructurer(tf.Module):
             }
             - {-1}
         )
-        self._tokenizer = tf_text.SentencepieceTokenizer(
-            model=bytes(vocabulary_proto), out_type=tf.int32
+        # A preset tokenizer's special tokens (BART's <s>, <mask>) are text
+        # of none; one start token equal to EOS (BART) is not the end.
+        self._skipped_ids = sorted(
+            set(self._skipped_ids) | set(getattr(vocabulary, "control_ids", ()))
         )
+        self._space_before_sentences = bool(
+            getattr(vocabulary, "space_before_sentences", False)
+        )
+        if preset is not None:
+            # A keras-hub layer: its lookup tables are tracked by this
+            # module and saved with it.
+            self._tokenizer = preset.graph_tokenizer()
+        else:
+            self._tokenizer = tf_text.SentencepieceTokenizer(
+                model=bytes(vocabulary_proto), out_type=tf.int32
+            )
         classes = _character_classes()
         space = classes["space"]
         self._strip_pattern = f"^[{space}]+|[{space}]+$"
@@ -553,9 +599,11 @@ class TextStructurer(tf.Module):
             `<sent>`, `<doc>`) dropped.
         """
         ids = tf.cast(tf.convert_to_tensor(ids), tf.int32)
-        before_eos = tf.equal(
-            tf.cumsum(tf.cast(tf.equal(ids, self.eos_id), tf.int32), axis=1), 0
-        )
+        is_eos = tf.equal(ids, self.eos_id)
+        if self.bos_id == self.eos_id:
+            # BART starts from </s>: a first </s> may be the start token.
+            is_eos &= tf.range(tf.shape(ids)[1])[None, :] > 0
+        before_eos = tf.equal(tf.cumsum(tf.cast(is_eos, tf.int32), axis=1), 0)
         skipped = tf.reduce_any(
             tf.equal(ids[..., None], tf.constant(self._skipped_ids, tf.int32)),
             axis=-1,
@@ -1071,7 +1119,9 @@ class TextStructurer(tf.Module):
         if self.oov_words:
             ids, starts, ends = self._tokenizer.tokenize_with_offsets(sentence_text)
         else:
-            ids = self._tokenizer.tokenize(sentence_text)
+            ids = self._tokenizer.tokenize(
+                self._sentence_inputs(sentence_text, sentence_paragraph)
+            )
         lengths = tf.cast(ids.row_lengths(), tf.int32)
         nonempty = lengths > 0
         if self.oov_words:
@@ -1102,6 +1152,19 @@ class TextStructurer(tf.Module):
         if self.statistics:
             features.update(self._input_statistics(sentences, num_batch))
         return features
+
+    def _sentence_inputs(self, text, paragraph):
+        """What the tokenizer reads of each sentence: its text, after one
+        space when it continues its paragraph and the tokenizer marks word
+        starts by the space before them (byte-level BPE)."""
+        if not self._space_before_sentences:
+            return text
+        continues = tf.concat(
+            [tf.zeros([tf.minimum(tf.shape(paragraph)[0], 1)], tf.bool),
+             tf.equal(paragraph[1:], paragraph[:-1])],
+            0,
+        )
+        return tf.where(continues, " " + text, text)
 
     def _input_statistics(self, sentences, num_batch):
         """`TruncationReport`'s input counts per example: int32 [B] each."""
