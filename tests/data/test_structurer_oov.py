@@ -258,3 +258,22 @@ def test_make_dataset_gives_extended_ids_and_targets(vocabulary, processor):
         assert (target[len(expected):] == vocabulary.pad_id).all()
         copies += int((target >= V).sum())
     assert copies >= 3, copies
+
+
+def test_shards_store_the_extension(corpus, vocabulary):
+    """A shard record (`keras-hsum preprocess`) keeps the two features under
+    their declared specs."""
+    from keras_hsum.data import shards
+    from keras_hsum.features import extended_vocabulary_features
+    from keras_hsum.features import family_features
+
+    specs = {**family_features("sections"), **extended_vocabulary_features(K)}
+    structurer = TextStructurer(vocabulary.proto, "sections", P, T, oov_words=K)
+    out = {k: v.numpy() for k, v in structured(structurer, corpus[:8]).items()}
+    parse = shards.parse_function(specs)
+    for i in range(8):
+        features = {name: out[name][i] for name in specs}
+        back = parse(shards.serialize_example("x", features, specs))
+        for name in specs:
+            np.testing.assert_array_equal(back[name].numpy(), features[name], err_msg=name)
+    assert sum(bool(w) for w in out["source_oov_words"].reshape(-1)) >= 3
