@@ -10,7 +10,8 @@
         [--explain out.png] [--batch-size 8] [--jsonl]
 
 `export` reads a run folder written by `keras-hsum train` (config.json with
-the recipe name and config, model.keras, vocabulary.model), builds the
+the recipe name and config, model.keras, vocabulary.model, or for a run
+on a backbone preset the preset's tokenizer in tokenizer/), builds the
 in-graph `TextStructurer` for the recipe's family and writes a text-in /
 text-out SavedModel to the next version folder of `--out`, then rewrites
 `models.config` next to `--out` (see docs/serving.md). Without `--out` the
@@ -42,6 +43,7 @@ from keras_hsum.argtypes import unwritable_output
 
 RUN_CONFIG = "config.json"
 RUN_VOCABULARY = "vocabulary.model"
+RUN_TOKENIZER = "tokenizer"  # a backbone run's preset tokenizer
 # Where `keras-hsum export` writes without --out, relative to the current
 # directory: the TF Serving model root (one base path per model and
 # models.config), the repository's top-level saved_models/.
@@ -158,20 +160,25 @@ def load_run(run, checkpoint="last", flag="--run"):
     """
     import keras_hsum.models  # noqa: F401 - registers the model classes
     from keras_hsum import recipes
-    from keras_hsum.data.vocabulary import Vocabulary
     from keras_hsum.training.checkpoints import checkpoint_files
     from keras_hsum.training.checkpoints import load_checkpoint_model
 
     weights = list(dict.fromkeys(checkpoint_files(run, checkpoint, ensemble=True)))
     run = os.fspath(run)
+    # A run on a backbone preset holds the preset's tokenizer instead.
+    vocabulary_file = (
+        os.path.join(RUN_TOKENIZER, "tokenizer.json")
+        if os.path.isdir(os.path.join(run, RUN_TOKENIZER)) else RUN_VOCABULARY
+    )
     missing = [
-        name for name in (RUN_CONFIG, *weights, RUN_VOCABULARY)
+        name for name in (RUN_CONFIG, *weights, vocabulary_file)
         if not os.path.isfile(os.path.join(run, name))
     ]
     if missing:
         raise ValueError(
             f"{flag} {run!r} must be a folder written by `keras-hsum train` "
-            f"holding {RUN_CONFIG}, {', '.join(weights)} and {RUN_VOCABULARY}; missing "
+            f"holding {RUN_CONFIG}, {', '.join(weights)} and {RUN_VOCABULARY} (or, "
+            f"for a run on a backbone preset, {RUN_TOKENIZER}/); missing "
             f"{missing}. Train the recipe first (or wait for it to finish"
             + ("; best.keras needs validation data" if checkpoint == "best" else "")
             + ")."
@@ -206,7 +213,9 @@ def load_run(run, checkpoint="last", flag="--run"):
             "(the file exists; it may be truncated or corrupt, e.g. copied while "
             "training wrote it)."
         ) from None
-    vocabulary = Vocabulary.load(os.path.join(run, RUN_VOCABULARY))
+    from keras_hsum.training.vocabularies import run_vocabulary
+
+    vocabulary = run_vocabulary(run)
     return name, recipe, config, model, vocabulary
 
 
@@ -232,7 +241,8 @@ def build_structurer(recipe, recipe_name, config, vocabulary):
             "structure_options give the structurer graph_kind (as recipes/ht.py "
             "does), or export a run trained without graph_kind."
         )
-    return TextStructurer(vocabulary.proto, **options), options
+    # A Vocabulary is read as its proto; a PresetVocabulary as it is.
+    return TextStructurer(vocabulary, **options), options
 
 
 def build_module(model, structurer, *, search=None, predictor=None, k=3,

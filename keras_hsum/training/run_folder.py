@@ -6,6 +6,7 @@ hands back (`TrainResult`).
 import dataclasses
 import json
 import os
+import shutil
 
 from keras_hsum.training.callbacks import read_history
 
@@ -118,6 +119,8 @@ def check_or_write_config(out, resolved, defaults=None, replace_untrained=False)
             vocabulary = os.path.join(out, "vocabulary.model")
             if os.path.exists(vocabulary):
                 os.remove(vocabulary)
+            # A backbone run's preset tokenizer (vocabularies.RUN_TOKENIZER).
+            shutil.rmtree(os.path.join(out, "tokenizer"), ignore_errors=True)
         elif differences:
             raise ValueError(
                 f"{out!r} already holds a run with another configuration "

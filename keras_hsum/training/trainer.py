@@ -271,7 +271,9 @@ def _sources_and_vocabulary(data, sharded, out, recipe_name, config, init_from,
         train_source, val_source = shard_sources(
             sharded, out, recipe_name, config, data_service
         )
-        vocabulary = shard_vocabulary(sharded[0], out, init_from)
+        vocabulary = shard_vocabulary(
+            sharded[0], out, init_from, backbone=getattr(config, "backbone", None)
+        )
         return train_source, val_source, vocabulary
     train_source, val_source = resolve_data(
         data, config.dataset, holdout=config.validation_holdout
@@ -279,6 +281,7 @@ def _sources_and_vocabulary(data, sharded, out, recipe_name, config, init_from,
     vocabulary = load_or_train_vocabulary(
         out, train_source, config.vocabulary_size, init_from=init_from,
         ranker_run=getattr(config, "ranker_run", None),
+        backbone=getattr(config, "backbone", None),
     )
     train_source = training_source(train_source, config.train_references)
     check_trainable(train_source)
