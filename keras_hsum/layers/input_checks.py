@@ -14,6 +14,7 @@ import numpy as np
 from keras_hsum import features
 from keras_hsum.checks import check_int
 from keras_hsum.features import CONTEXT_TOKENS
+from keras_hsum.features import SOURCE_EXTENDED_IDS
 from keras_hsum.features import SUMMARY_TOKENS
 from keras_hsum.features import TOKENS
 
@@ -102,10 +103,12 @@ def check_feature_shapes(name, inputs, vocabulary_size=None, num_oov=0):
       axes [B,P] when `tokens` is [B,P,T] (likewise `summary_*`);
     - with `vocabulary_size` V, a numpy id feature (`tokens`,
       `summary_tokens`, `context_tokens`, `decoder_tokens`) holds ids in
-      [0, V), or [0, V + `num_oov`) for `decoder_tokens` (a copy model's
-      extended ids). An id outside would wrap around (a negative one) or
-      give NaN logits (JAX) or a backend error deep in the model; the usual
-      cause is a batch encoded with another vocabulary. Tensors are not read.
+      [0, V), or [0, V + `num_oov`) for `decoder_tokens` and
+      `source_extended_ids` (a copy model's extended ids; a source OOV
+      past `num_oov` would get no copy mass). An id outside would wrap
+      around (a negative one) or give NaN logits (JAX) or a backend error
+      deep in the model; the usual cause is a batch encoded with another
+      vocabulary. Tensors are not read.
 
     Dtypes are not checked: Keras traces a saved model's default signature
     with float placeholders for every input.
@@ -160,6 +163,7 @@ _ID_FEATURES = (
     (SUMMARY_TOKENS, False),
     (CONTEXT_TOKENS, False),
     ("decoder_tokens", True),
+    (SOURCE_EXTENDED_IDS, True),
 )
 
 

@@ -103,6 +103,12 @@ def test_token_ids_outside_the_vocabulary_are_named():
     with pytest.raises(ValueError, match=r"`tokens` must hold token ids in \[0, 7\)"):
         check_feature_shapes("m", dict(features, tokens=np.full((2, 3, 4), 8, "int32")),
                              vocabulary_size=7, num_oov=2)  # source ids are never extended
+    # The structurer's `source_extended_ids` (oov_words=K) must fit the model's num_oov.
+    source = dict(features, source_extended_ids=np.full((2, 3, 4), 8, "int32"))
+    check_feature_shapes("m", source, vocabulary_size=7, num_oov=2)
+    with pytest.raises(ValueError, match=r"`source_extended_ids` must hold token ids in "
+                                         r"\[0, 8\) \(the model's vocabulary_size 7 \+ num_oov 1\)"):
+        check_feature_shapes("m", source, vocabulary_size=7, num_oov=1)
 
 
 @pytest.mark.jax_slow  # 29 s under JAX (compiles whole searches): the slow set's JAX pass
