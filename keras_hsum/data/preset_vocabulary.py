@@ -225,7 +225,7 @@ class PresetVocabulary:
             )
         if not texts:
             return []
-        return self._graph.tokenize(list(texts)).to_list()
+        return self._run("tokenize", list(texts)).to_list()
 
     def _checked_id(self, value):
         if isinstance(value, (float, bool)) or (
@@ -252,8 +252,8 @@ class PresetVocabulary:
             )
         skip = set(self.control_ids)
         kept = [i for i in (self._checked_id(i) for i in ids) if i not in skip]
-        text = self._graph.detokenize(
-            tf.ragged.constant([kept], dtype=tf.int32, ragged_rank=1)
+        text = self._run(
+            "detokenize", tf.ragged.constant([kept], dtype=tf.int32, ragged_rank=1)
         )
         return text.numpy()[0].decode("utf-8", errors="replace")
 
@@ -276,7 +276,36 @@ class PresetVocabulary:
             "`id_to_piece` writes them (BPE: 'Ġ' for a space)."
         )
 
+    def _run(self, method, value):
+        """`self._graph.<method>(value)`, on a new copy of the tokenizer if
+        its SentencePiece resource was freed (`keras.utils.set_random_seed`
+        clears TensorFlow's eager kernel cache, and with it that resource)."""
+        try:
+            return getattr(self._graph, method)(value)
+        except tf.errors.NotFoundError:
+            self._graph = PresetGraphTokenizer(self._copy())
+            return getattr(self._graph, method)(value)
+
+    def _copy(self):
+        """A new keras-hub tokenizer equal to this one (its own resources)."""
+        tokenizer = self.tokenizer
+        copy = type(tokenizer).from_config(tokenizer.get_config())
+        if self.kind == "t5":
+            copy.set_proto(tokenizer.proto)
+        else:
+            copy.set_vocabulary_and_merges(tokenizer.vocabulary, tokenizer.merges)
+        return copy
+
     def graph_tokenizer(self):
-        """The `PresetGraphTokenizer` on this tokenizer (one per
-        vocabulary), for `TextStructurer`."""
+        """A `PresetGraphTokenizer` for a `TextStructurer`.
+
+        T5's SentencePiece op holds a resource that
+        `keras.utils.set_random_seed` frees (as the trainer does between
+        building the datasets and fitting): every call gets a new copy of
+        the tokenizer, as `Vocabulary` users build a new tensorflow-text
+        tokenizer per structurer. BART's lookup tables survive it, and the
+        one graph tokenizer (traced once, which takes seconds) is shared.
+        """
+        if self.kind == "t5":
+            return PresetGraphTokenizer(self._copy())
         return self._graph

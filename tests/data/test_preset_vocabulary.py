@@ -284,6 +284,24 @@ def test_pipeline_targets_use_the_preset_ids(kind, vocabularies, real_examples, 
         )
 
 
+def test_t5_tokenizer_survives_set_random_seed(vocabularies, references, real_examples):
+    """`keras.utils.set_random_seed` (the trainer calls it between building
+    its datasets and fitting) frees tensorflow-text's SentencePiece
+    resource: a structurer built after it, and encode, still work."""
+    import keras
+
+    vocabulary, reference = vocabularies["t5"], references["t5"]
+    documents = render(real_examples("scitldr_a", "val")[0])[0]
+    texts = [real_examples("scitldr_a", "val")[0].summary]
+    before = TextStructurer(vocabulary, "flat", None, 32, rank="order")
+    expected = before(tf.constant([documents]))["tokens"].numpy()
+    assert vocabulary.encode_batch(texts) == eager_ids(reference, texts)
+    keras.utils.set_random_seed(0)
+    after = TextStructurer(vocabulary, "flat", None, 32, rank="order")
+    np.testing.assert_array_equal(after(tf.constant([documents]))["tokens"].numpy(), expected)
+    assert vocabulary.encode_batch(texts) == eager_ids(reference, texts)
+
+
 def test_refused_options(vocabularies):
     with pytest.raises(ValueError, match="rank='learned'"):
         TextStructurer(
