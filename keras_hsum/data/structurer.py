@@ -637,7 +637,16 @@ class TextStructurer(tf.Module):
 
         Returns:
             int32 ragged [B, None].
+
+        Raises:
+            ValueError: for a structurer built without `oov_words`.
         """
+        if not self.oov_words:
+            raise ValueError(
+                "tokenize_extended writes the extended ids of a structurer built "
+                "with `oov_words=K`; this one has none. Use `tokenize`, or build "
+                "the structurer with oov_words."
+            )
         texts = self._clean(tf.convert_to_tensor(texts, tf.string))
         oov_words = tf.convert_to_tensor(oov_words, tf.string)
         ids, starts, ends = self._tokenizer.tokenize_with_offsets(texts)

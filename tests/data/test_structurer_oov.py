@@ -193,6 +193,8 @@ def test_oov_words_option_is_checked(vocabulary):
     assert "source_extended_ids" not in plain(tf.constant([["Café."]]))
     with pytest.raises(ValueError, match="built with `oov_words=K`"):
         plain.detokenize(tf.constant([[5]]), oov_words=tf.constant([["x"]]))
+    with pytest.raises(ValueError, match="built with `oov_words=K`"):
+        plain.tokenize_extended(tf.constant(["Café."]), tf.constant([["x"]]))
 
 
 def test_discourse_summarizer_copies_a_word_the_vocabulary_cannot_spell(vocabulary):
