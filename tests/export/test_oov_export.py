@@ -59,3 +59,23 @@ def test_exported_discourse_run_serves_a_copied_oov_word(tmp_path, vocabulary):
     assert summaries[0].split()[0] == "Schrödinger" and summaries[1].split()[0] == "café", summaries
     tokens = result["summary_tokens"].numpy()
     assert tokens[0, 0].decode("utf-8") == "Schrödinger", tokens[0]
+
+
+def test_discourse_recipe_ties_num_oov_to_the_structurer(vocabulary):
+    """Training batches and the export structure examples alike: oov_words
+    = num_oov when above 0, and no extension (the structure of runs trained
+    before it) at the configs' num_oov = 0."""
+    from keras_hsum import recipes
+    from keras_hsum.recipes.base import example_structure
+
+    recipe = recipes.get("discourse")
+    for name in ("tiny", "paper"):
+        config = recipes.config("discourse", name)
+        assert config.num_oov == 0
+        assert "oov_words" not in recipe.structure_options(config)
+        assert example_structure(recipe, config, vocabulary, training=True).family_options == {}
+    config = recipes.config("discourse", "tiny").replace(num_oov=7)
+    assert recipe.structure_options(config)["oov_words"] == 7
+    trained = example_structure(recipe, config, vocabulary, training=True)
+    assert trained.family_options == {"oov_words": 7}
+    assert recipe.build_model(config, vocabulary.vocabulary_size).num_oov == 7
