@@ -307,6 +307,10 @@ def test_refused_options(vocabularies):
         TextStructurer(
             vocabularies["t5"], "paragraphs", 4, 8, rank="learned", ranker_run="x"
         )
+    with pytest.raises(ValueError, match="`oov_words` finds words by SentencePiece"):
+        TextStructurer(vocabularies["t5"], "paragraphs", 4, 8, oov_words=4)
+    with pytest.raises(TypeError, match="or a PresetVocabulary"):
+        TextStructurer("spm.model", "paragraphs", 4, 8)
 
 
 SERVE = SERVING_PREAMBLE + textwrap.dedent(
