@@ -141,9 +141,13 @@ class PresetVocabulary:
         self.pad_id = int(tokenizer.pad_token_id)
         self.eos_id = int(tokenizer.end_token_id)
         self.bos_id = self.eos_id if self.kind == "bart" else self.pad_id
-        self._vocabulary = dict(
-            (piece, i) for i, piece in enumerate(self._pieces())
-        )
+        # piece -> id and back, read once (keras-hub's id_to_token scans the
+        # whole BPE vocabulary per call on its TensorFlow path).
+        if self.kind == "bart":
+            self._vocabulary = {p: int(i) for p, i in tokenizer.vocabulary.items()}
+        else:
+            self._vocabulary = {p: i for i, p in enumerate(tokenizer.get_vocabulary())}
+        self._pieces = {i: p for p, i in self._vocabulary.items()}
         self.unk_id = self._vocabulary.get("<unk>")
         self.title_id = self.paragraph_id = self.sentence_id = self.document_id = None
         special = {int(i) for i in tokenizer.special_token_ids}
@@ -153,10 +157,6 @@ class PresetVocabulary:
         self.space_before_sentences = self.kind == "bart"
         # Python-side ids come from the graph ops the structurer runs.
         self._graph = PresetGraphTokenizer(tokenizer)
-
-    def _pieces(self):
-        tokenizer = self.tokenizer
-        return [tokenizer.id_to_token(i) for i in range(tokenizer.vocabulary_size())]
 
     @property
     def vocabulary_size(self):
@@ -260,7 +260,10 @@ class PresetVocabulary:
     def id_to_piece(self, piece_id):
         """The piece spelled by id `piece_id` (BPE pieces in the byte-level
         alphabet: "Ġworld" is " world")."""
-        return self.tokenizer.id_to_token(self._checked_id(piece_id))
+        piece_id = self._checked_id(piece_id)
+        if piece_id not in self._pieces:
+            raise ValueError(f"token id {piece_id} has no piece in this tokenizer.")
+        return self._pieces[piece_id]
 
     def piece_to_id(self, piece):
         """The id of `piece`, spelled as the tokenizer spells it.
