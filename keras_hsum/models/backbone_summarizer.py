@@ -392,9 +392,9 @@ class BackboneSummarizer(Summarizer):
         state = {"self_caches": self._empty_self_attention_caches(batch, max_length)}
         return static, state
 
-    def step(self, ids, index, cache):
-        """One token: `(ids int [B], index, cache) → (logits float32 [B,V],
-        cache, aux)`; the self-attention caches get position `index`."""
+    def _decode_step(self, ids, index, cache, between=None):
+        """`(logits float32 [B,V], cache)` of one token through the cached
+        decoder (`between`: the computation's between-layers hook)."""
         static, state = cache
         x, self_caches = self.computation.decode_step(
             ops.expand_dims(ids, 1),
@@ -403,11 +403,17 @@ class BackboneSummarizer(Summarizer):
             as_bool_mask(static["memory_mask"]),
             state["self_caches"],
             static["cross_caches"],
+            between=between,
         )
-        logits = self._logits(x)[:, 0]
+        return self._logits(x)[:, 0], (static, {"self_caches": self_caches})
+
+    def step(self, ids, index, cache):
+        """One token: `(ids int [B], index, cache) → (logits float32 [B,V],
+        cache, aux)`; the self-attention caches get position `index`."""
+        logits, cache = self._decode_step(ids, index, cache)
         batch = ops.shape(ids)[0]
         aux = {"paragraph_attention": ops.zeros((batch, 1), "float32")}
-        return logits, (static, {"self_caches": self_caches}), aux
+        return logits, cache, aux
 
     def variable_groups(self):
         """The trainable variables by group, for per-group learning rates

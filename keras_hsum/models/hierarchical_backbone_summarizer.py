@@ -324,25 +324,19 @@ class HierarchicalBackboneSummarizer(BackboneSummarizer):
     def step(self, ids, index, cache):
         """One token: `(ids int [B], index, cache) → (logits float32 [B,V],
         cache, aux)`; aux `"paragraph_attention"` float32 [B,P]."""
-        static, state = cache
+        static = cache[0]
         attentions = []
-        x, self_caches = self.computation.decode_step(
-            ops.expand_dims(ids, 1),
-            index,
-            static["memory"],
-            as_bool_mask(static["memory_mask"]),
-            state["self_caches"],
-            static["cross_caches"],
+        logits, cache = self._decode_step(
+            ids, index, cache,
             between=self._between(static, attentions, caches=static.get("paragraph_caches")),
         )
-        logits = self._logits(x)[:, 0]
         if attentions:
             attention = attentions[0][:, 0]
             for other in attentions[1:]:
                 attention = attention + other[:, 0]
         else:
             attention = ops.zeros(ops.shape(static[PARAGRAPH_MASK]), "float32")
-        return logits, (static, {"self_caches": self_caches}), {"paragraph_attention": attention}
+        return logits, cache, {"paragraph_attention": attention}
 
     def get_config(self):
         config = super().get_config()

@@ -59,15 +59,6 @@ def random_inputs(seed=0, batch=2, source=9, target=6):
     return random_flat_inputs(seed, batch, source, target, VOCABULARY)
 
 
-@pytest.fixture(scope="module", params=["bart", "t5"])
-def preset(request, tmp_path_factory):
-    """(the saved backbone, the path of its keras-hub preset folder)."""
-    backbone = small_backbone(request.param)
-    path = str(tmp_path_factory.mktemp(f"{request.param}_preset"))
-    backbone.save_to_preset(path)
-    return backbone, path
-
-
 @pytest.fixture(scope="module")
 def model(preset):
     """A BackboneSummarizer loaded from the preset through `from_preset`."""

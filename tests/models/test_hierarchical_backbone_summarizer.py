@@ -18,7 +18,6 @@ from model_test_case import assert_step_matches_call_in_graph
 from model_test_case import to_numpy
 from test_backbone_summarizer import VOCABULARY
 from test_backbone_summarizer import numpy_head
-from test_backbone_summarizer import small_backbone
 
 pytestmark = [
     pytest.mark.filterwarnings(
@@ -45,14 +44,6 @@ def paragraph_inputs(seed=0, batch=2, paragraphs=3, length=7, target=6):
     decoder[:, 0] = 2
     decoder[1, -2:] = 0
     return {"tokens": tokens, "token_mask": tokens != 0, "decoder_tokens": decoder}
-
-
-@pytest.fixture(scope="module", params=["bart", "t5"])
-def preset(request, tmp_path_factory):
-    backbone = small_backbone(request.param)
-    path = str(tmp_path_factory.mktemp(f"{request.param}_preset"))
-    backbone.save_to_preset(path)
-    return backbone, path
 
 
 def hierarchical(path, **kwargs):
