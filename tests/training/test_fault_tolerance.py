@@ -11,18 +11,17 @@ import os
 import re
 import shutil
 import signal
-import subprocess
-import time
 
 import numpy as np
 import pytest
 
-from training_runs import environment
 from training_runs import history
 from training_runs import max_difference
 from training_runs import new_run_folder
 from training_runs import optimizer_iterations
 from training_runs import REPO_ROOT
+from training_runs import backup_step
+from training_runs import kill_inside_an_epoch
 from training_runs import run
 from training_runs import saved_weights
 from training_runs import train_command
@@ -43,46 +42,10 @@ def corpus(tmp_path_factory):
     return data, train_vocabulary(data, folder / "vocabulary.model")
 
 
-def _backup_step(out):
-    try:
-        with open(os.path.join(out, "backup", "backup.json")) as file:
-            return int(re.search(r'"step": (\d+)', file.read()).group(1))
-    except (OSError, AttributeError):
-        return None
-
-
-def _kill_inside_an_epoch(command, out, timeout=400):
-    """Starts `command`, kills it (SIGKILL) as soon as its backup holds a
-    step inside an epoch; returns that step."""
-    process = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        env=environment(),
-    )
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            step = _backup_step(out)
-            if step is not None and step % STEPS_PER_EPOCH:
-                os.kill(process.pid, signal.SIGKILL)
-                process.wait()
-                return step
-            if process.poll() is not None:
-                pytest.fail(
-                    "The run ended before it could be killed inside an epoch: "
-                    + process.stderr.read()[-2000:]
-                )
-            time.sleep(0.02)
-        pytest.fail("No mid-epoch backup appeared in time.")
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-
-
 def _check_complete(out, epochs):
     total = epochs * STEPS_PER_EPOCH
     assert optimizer_iterations(os.path.join(out, "backup", "backup.weights.h5")) == total
-    assert _backup_step(out) == total
+    assert backup_step(out) == total
     entries = history(out)
     assert [e["epoch"] for e in entries] == list(range(1, epochs + 1))
     assert [e["step"] for e in entries] == [STEPS_PER_EPOCH * (i + 1) for i in range(epochs)]
@@ -107,7 +70,7 @@ def test_kill_in_mid_epoch_resumes_to_the_same_weights(corpus, tmp_path):
         RECIPE, data, killed, epochs=EPOCHS, steps_per_epoch=STEPS_PER_EPOCH,
         overrides=overrides,
     )
-    step = _kill_inside_an_epoch(command, killed)
+    step = kill_inside_an_epoch(command, killed, STEPS_PER_EPOCH)
     assert 0 < step < EPOCHS * STEPS_PER_EPOCH and step % STEPS_PER_EPOCH
     # The same command again resumes from the backup and finishes the run.
     result = run(command)
@@ -169,7 +132,7 @@ def test_kill_during_validation_resumes_and_validates_that_epoch(corpus, tmp_pat
     # The epoch's last step is not backed up before its validation: a
     # resumed run retrains it and validates epoch 1 instead of starting
     # epoch 2 with no history entry or checkpoint for epoch 1.
-    assert _backup_step(out) == STEPS_PER_EPOCH - 1
+    assert backup_step(out) == STEPS_PER_EPOCH - 1
     result = run(command)
     assert result.returncode == 0, result.stderr[-3000:]
     _check_complete(out, EPOCHS)
@@ -236,7 +199,7 @@ def test_time_budget_stops_inside_an_epoch_and_a_resumed_run_completes_it(corpus
     assert "time budget reached" in result.stdout + result.stderr
     [cut] = history(out)
     assert cut["epoch"] == 1 and 1 <= cut["step"] < STEPS_PER_EPOCH
-    assert _backup_step(out) == cut["step"]
+    assert backup_step(out) == cut["step"]
 
     result = run(command)  # the same run, no budget: finishes epoch 1
     assert result.returncode == 0, result.stderr[-3000:]
@@ -275,7 +238,7 @@ def test_nan_loss_stops_with_the_step_and_keeps_the_last_good_backup(corpus, tmp
     assert "run the same command again to resume from the backup" in result.stderr
     backup = os.path.join(out, "backup", "backup.weights.h5")
     good_step = optimizer_iterations(backup)
-    assert good_step == _backup_step(out) < nan_step
+    assert good_step == backup_step(out) < nan_step
     weights = saved_weights(backup)
     assert all(np.all(np.isfinite(w)) for w in weights.values())
     checkpoint = os.path.join(out, "model.keras")

@@ -12,9 +12,12 @@ import gzip
 import io
 import json
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
+import time
 import zipfile
 
 import h5py
@@ -147,3 +150,44 @@ def max_difference(a, b):
 def history(out):
     with open(os.path.join(out, "history.json")) as file:
         return json.load(file)["epochs"]
+
+
+def backup_step(out):
+    """The optimizer step of the run's last backup (`out/backup/backup.json`),
+    or None when it has none yet."""
+    try:
+        with open(os.path.join(out, "backup", "backup.json")) as file:
+            return int(re.search(r'"step": (\d+)', file.read()).group(1))
+    except (OSError, AttributeError):
+        return None
+
+
+def kill_inside_an_epoch(command, out, steps_per_epoch, timeout=400):
+    """Starts `command`, kills it (SIGKILL) as soon as its backup holds a
+    step inside an epoch (not a multiple of `steps_per_epoch`); returns that
+    step."""
+    import pytest
+
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env=environment(),
+    )
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            step = backup_step(out)
+            if step is not None and step % steps_per_epoch:
+                os.kill(process.pid, signal.SIGKILL)
+                process.wait()
+                return step
+            if process.poll() is not None:
+                pytest.fail(
+                    "The run ended before it could be killed inside an epoch: "
+                    + process.stderr.read()[-2000:]
+                )
+            time.sleep(0.02)
+        pytest.fail("No mid-epoch backup appeared in time.")
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
