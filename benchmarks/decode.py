@@ -14,6 +14,13 @@ same number of model steps. Each method drives the same `model.step`:
 - eager: a Python loop calling `model.step` once per position (numpy top-k),
   how the PHT and Cohan reference implementations decode.
 
+Every method reads the same static cache, `model.beam_cache(memory, 200, 5)`
+(rows b·K + k, the order both peers give their flattened beams; PHT's K
+beams share one copy of the memory's keys/values, the other models repeat
+it K times); the peers tile only the per-hypothesis state themselves. (Before
+`--paper-sizes` the peers repeated the memory K times for every model; that
+differs from `beam_cache` for PHT only.)
+
 Reports sequences/s (median of `--repeats` timed runs after one warm-up) and
 ratios measured in the same run. Writes benchmarks/results/decode.json, .md.
 
@@ -37,8 +44,24 @@ against shared, and the same per-step comparison for the discourse model
 (hidden 256, embedding 128, V=8000, 4 sections × 500 tokens). These rows are
 merged into decode.json/.md, the method comparison's rows are kept.
 
+`--paper-sizes` runs the four methods on each paper's model at its size,
+untrained, built by its recipe's `build_model` from the recipe's `paper`
+config: PHT 30×100, discourse 4×500 (V=8,000, see PAPER_SIZES), flat 1,600
+tokens (`max_source_length` 1,600), HT 24×100; beam 5, 200 tokens with EOS
+blocked, batch 1 and 8 (`--eager-first-batch-only`: the eager loop at batch 1
+only); sequences/s, ms per generated token and ours ÷ each method, merged
+into decode.json/.md as "paper_sizes" (written after each model). `--quick`
+is its smoke test: small memories, 10 tokens, batch 1 and 2, stored apart
+as "paper_sizes_quick".
+`--repeated-peers --merge` adds rows of ours and the peers reading the
+memory repeated K times (PHT's peers before `--paper-sizes`; the same cache
+as the main rows for the other models) to the stored paper-size rows.
+
 Usage: python benchmarks/decode.py [--run runs/tiny_recipes/pht] [--repeats 3]
        python benchmarks/decode.py --memory-sizes [--repeats 3] [--steps 20]
+       python benchmarks/decode.py --paper-sizes [--quick] [--repeats 1]
+           [--eager-first-batch-only] [--paper-models pht,discourse,flat,ht]
+           [--repeated-peers --merge]
 """
 
 import argparse
@@ -78,22 +101,35 @@ def batch_for(model, config, seed=0):
             "paragraph_mask": (tokens != 0).any(-1)}
 
 
-def ours(model, inputs):
+def ours(model, inputs, length=LENGTH):
     import tensorflow as tf
 
     from keras_hsum.decoding import LengthNormalization, NgramBlocking, beam_search
 
     @tf.function(jit_compile=True)
     def decode(inputs):
-        out = beam_search(model, inputs, beam_size=BEAMS, max_length=LENGTH, min_length=LENGTH,
+        out = beam_search(model, inputs, beam_size=BEAMS, max_length=length, min_length=length,
                           terms=[LengthNormalization(0.6), NgramBlocking(3)])
         return out["sequences"]
 
     return decode
 
 
-def keras_hub_beam(model, inputs):
-    import keras
+def peer_caches(model, memory, length, repeated=False):
+    """The peers' `(static, state)`: the static cache `beam_search` reads
+    (`model.beam_cache`, rows b·K + k; PHT's memory shared by the K beams;
+    `repeated`: the memory repeated K times, the base `Summarizer.beam_cache`,
+    what the peers read before `--paper-sizes`) and the state of ONE
+    hypothesis per example, which the peers tile."""
+    from keras_hsum.models.summarizer import Summarizer
+
+    beam_cache = Summarizer.beam_cache if repeated else type(model).beam_cache
+    static, _ = beam_cache(model, memory, length, BEAMS)
+    _, state = model.initial_cache(memory, length)
+    return static, state
+
+
+def keras_hub_beam(model, inputs, length=LENGTH, repeated=False):
     import tensorflow as tf
     from keras import ops
     from keras_hub.samplers import BeamSampler
@@ -102,14 +138,11 @@ def keras_hub_beam(model, inputs):
 
     @tf.function(jit_compile=True)
     def decode(inputs):
-        memory = model.encode(inputs)
-        tiled = keras.tree.map_structure(lambda x: ops.repeat(x, BEAMS, axis=0), memory)
-        static, _ = model.initial_cache(tiled, LENGTH)
-        _, state = model.initial_cache(memory, LENGTH)  # the sampler tiles it
+        static, state = peer_caches(model, model.encode(inputs), length, repeated)  # the sampler tiles state
         batch = ops.shape(inputs["tokens"])[0]
         prompt = ops.concatenate([ops.full((batch, 1), model.bos_id, "int32"),
-                                  ops.zeros((batch, LENGTH), "int32")], axis=1)
-        mask = ops.arange(LENGTH + 1)[None, :] == 0
+                                  ops.zeros((batch, length), "int32")], axis=1)
+        mask = ops.arange(length + 1)[None, :] == 0
 
         def next(prompt, cache, index):
             ids = ops.take(prompt, index - 1, axis=1)
@@ -123,18 +156,13 @@ def keras_hub_beam(model, inputs):
     return decode
 
 
-def tf_models_beam(model, inputs):
-    import keras
+def tf_models_beam(model, inputs, length=LENGTH, repeated=False):
     import tensorflow as tf
-    from keras import ops
     from official.nlp.modeling.ops import beam_search as tfm
 
     @tf.function(jit_compile=True)
     def decode(inputs):
-        memory = model.encode(inputs)
-        tiled = keras.tree.map_structure(lambda x: ops.repeat(x, BEAMS, axis=0), memory)
-        static, _ = model.initial_cache(tiled, LENGTH)
-        _, state = model.initial_cache(memory, LENGTH)
+        static, state = peer_caches(model, model.encode(inputs), length, repeated)
         batch = tf.shape(inputs["tokens"])[0]
 
         def symbols_to_logits(ids, index, cache):
@@ -146,35 +174,34 @@ def tf_models_beam(model, inputs):
         sequences, _ = tfm.sequence_beam_search(
             symbols_to_logits, tf.fill([batch], model.bos_id), state,
             vocab_size=model.vocabulary_size, beam_size=BEAMS, alpha=0.6,
-            max_decode_length=LENGTH, eos_id=model.eos_id, padded_decode=True)
+            max_decode_length=length, eos_id=model.eos_id, padded_decode=True)
         return sequences
 
     return decode
 
 
-def eager_loop(model, inputs):
+def eager_loop(model, inputs, length=LENGTH):
     import keras
     import numpy as np
     from keras import ops
 
     def decode(inputs):
-        memory = model.encode(inputs)
-        tiled = keras.tree.map_structure(lambda x: ops.repeat(x, BEAMS, axis=0), memory)
-        static, state = model.initial_cache(tiled, LENGTH)
-        scores = np.tile([0.0] + [-1e9] * (BEAMS - 1), (BATCH, 1))
-        ids = np.full((BATCH * BEAMS,), model.bos_id, "int32")
-        history = np.zeros((BATCH, BEAMS, 0), "int32")
-        for index in range(LENGTH):
+        batch = int(inputs["tokens"].shape[0])
+        static, state = model.beam_cache(model.encode(inputs), length, BEAMS)
+        scores = np.tile([0.0] + [-1e9] * (BEAMS - 1), (batch, 1))
+        ids = np.full((batch * BEAMS,), model.bos_id, "int32")
+        history = np.zeros((batch, BEAMS, 0), "int32")
+        for index in range(length):
             logits, (_, state), _ = model.step(ops.convert_to_tensor(ids), index, (static, state))
             logits = np.asarray(logits, "float64")
             logits[:, model.eos_id] = -1e9
             log_probs = logits - np.log(np.exp(logits - logits.max(1, keepdims=True)).sum(1, keepdims=True)) - logits.max(1, keepdims=True)
-            total = (scores[..., None] + log_probs.reshape(BATCH, BEAMS, -1)).reshape(BATCH, -1)
+            total = (scores[..., None] + log_probs.reshape(batch, BEAMS, -1)).reshape(batch, -1)
             best = np.argsort(-total, axis=1)[:, :BEAMS]
             vocab = log_probs.shape[-1]
             parents, tokens = best // vocab, best % vocab
             scores = np.take_along_axis(total, best, axis=1)
-            rows = (parents + np.arange(BATCH)[:, None] * BEAMS).reshape(-1)
+            rows = (parents + np.arange(batch)[:, None] * BEAMS).reshape(-1)
             state = keras.tree.map_structure(lambda x: ops.take(x, rows, axis=0), state)
             history = np.concatenate([np.take_along_axis(history, parents[..., None], 1),
                                       tokens[..., None]], axis=2)
@@ -184,25 +211,83 @@ def eager_loop(model, inputs):
     return decode
 
 
+METHODS = (("keras_hsum beam_search (jit)", ours),
+           ("keras-hub BeamSampler (jit)", keras_hub_beam),
+           ("tf-models sequence_beam_search (jit)", tf_models_beam),
+           ("eager Python loop", eager_loop))
+# --repeated-peers: the peers on the memory repeated K times (differs for PHT only)
+REPEATED_PEERS = (
+    ("keras-hub BeamSampler, memory ×K (jit)",
+     lambda model, inputs, length: keras_hub_beam(model, inputs, length, repeated=True)),
+    ("tf-models sequence_beam_search, memory ×K (jit)",
+     lambda model, inputs, length: tf_models_beam(model, inputs, length, repeated=True)))
+
+
+def time_methods(model, inputs, methods, repeats, eager_repeats, length=LENGTH, prefix=""):
+    """One row per `(name, build)` of `methods` (the first is ours): median
+    seconds of `repeats` decodes of `inputs` (`eager_repeats` for the eager
+    loop) after one warm-up call (tracing + XLA compile + one decode, its time
+    is `first_call_seconds`), sequences/s, ms per generated token and ours ÷
+    method. A method that fails keeps its error instead of the figures."""
+    import numpy as np
+
+    batch = int(inputs["tokens"].shape[0])
+    rows = []
+    for name, build in methods:
+        row = {"method": name}
+        try:
+            decode = build(model, inputs, length)
+            start = time.perf_counter()
+            np.asarray(decode(inputs))  # warm-up (tracing + XLA compile)
+            compile_s = time.perf_counter() - start
+            times = []
+            for _ in range(eager_repeats if name.startswith("eager") else repeats):
+                start = time.perf_counter()
+                np.asarray(decode(inputs))
+                times.append(time.perf_counter() - start)
+        except Exception as error:  # recorded, not raised: the other methods still run
+            row["error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
+            print(f"{prefix}{name:40s} FAILED {row['error']}", flush=True)
+            rows.append(row)
+            continue
+        seconds = statistics.median(times)
+        row.update({"seconds_per_batch": seconds, "sequences_per_second": batch / seconds,
+                    "ms_per_step": 1000 * seconds / length, "first_call_seconds": compile_s,
+                    "timed_runs": len(times)})
+        rows.append(row)
+        print(f"{prefix}{name:40s} {batch / seconds:8.3f} seq/s  ({seconds:.3f} s/batch, "
+              f"{1000 * seconds / length:.1f} ms/step, first call {compile_s:.1f} s)", flush=True)
+    ours_rate = rows[0].get("sequences_per_second")
+    for row in rows:
+        if ours_rate and "sequences_per_second" in row:
+            row["ours_speedup"] = ours_rate / row["sequences_per_second"]
+    return rows
+
+
 MEMORY_SIZES = ((4, 100), (30, 100), (60, 100))
 PAPER_PHT = dict(vocabulary_size=8000, hidden_dim=256, num_heads=4, intermediate_dim=1024,
                  num_encoder_layers=3, num_decoder_layers=3, dropout=0.0)
 PAPER_DISCOURSE = dict(vocabulary_size=8000, hidden_dim=256, embedding_dim=128, num_oov=0)
 
 
-def paper_inputs(vocabulary_size, paragraphs, tokens, seed=0):
+def paper_inputs(vocabulary_size, paragraphs, tokens, seed=0, batch=1):
+    """A full memory (no padding) of `batch` examples of P×T random ids."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    ids = rng.integers(4, vocabulary_size, (1, paragraphs, tokens)).astype("int32")
+    ids = rng.integers(4, vocabulary_size, (batch, paragraphs, tokens)).astype("int32")
     return {"tokens": ids, "token_mask": ids != 0, "paragraph_mask": (ids != 0).any(-1)}
 
 
-def built_model(cls, options, paragraphs=2, tokens=8):
-    inputs = paper_inputs(options["vocabulary_size"], paragraphs, tokens)
-    model = cls(**options)
+def called(model, vocabulary_size, paragraphs=2, tokens=8):
+    """`model` after one teacher-forced call on a small input (builds its weights)."""
+    inputs = paper_inputs(vocabulary_size, paragraphs, tokens)
     model(dict(inputs, decoder_tokens=inputs["tokens"][:, 0, :4]))
     return model
+
+
+def built_model(cls, options, paragraphs=2, tokens=8):
+    return called(cls(**options), options["vocabulary_size"], paragraphs, tokens)
 
 
 def without(static, key):
@@ -342,6 +427,154 @@ def memory_sizes(args):
     }
 
 
+# (row name, recipe, changes to its `paper` config, P, T of the memory, V or
+# None for the config's). Discourse's V is 8,000, not its config's 50,000: at
+# 50,000 the output layer and softmax took about 70% of its step (a jit loop of
+# `model.step`, batch 8 × beam 5, 4×500 memory: 107 ms at V=50,000 against
+# 32 ms at V=8,000); the other models' steps moved by 1.0-1.1× between their
+# config's 32,000 and 8,000 (HT's two figures were too noisy to compare), so
+# they keep 32,000. In order of cost: the slowest last.
+PAPER_SIZES = (
+    ("PHT 30×100", "pht", {}, 30, 100, None),
+    ("discourse 4×500", "discourse", {}, 4, 500, 8000),
+    ("flat 1,600", "flat", {"max_source_length": 1600}, 1, 1600, None),
+    ("HT 24×100", "ht", {}, 24, 100, None),
+)
+# --quick: the same models on small memories, 10 tokens, batch 1 and 2 (a smoke test)
+QUICK_SIZES = (
+    ("PHT 4×25 (quick)", "pht", {}, 4, 25, None),
+    ("discourse 2×50 (quick)", "discourse", {}, 2, 50, 8000),
+    ("flat 100 (quick)", "flat", {"max_source_length": 1600}, 1, 100, None),
+    ("HT 4×25 (quick)", "ht", {}, 4, 25, None),
+)
+QUICK_LENGTH, QUICK_BATCHES, PAPER_BATCHES = 10, (1, 2), (1, 8)
+
+
+def commit():
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, check=True,
+                              capture_output=True, text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def paper_sizes(args, save=None):
+    """Every method on each paper's model (untrained), batch 1 and 8; calls
+    `save(partial result)` after each model, so a cut-off run keeps its rows."""
+    import dataclasses
+    import datetime
+
+    import tensorflow as tf
+
+    from keras_hsum import recipes
+
+    sizes = QUICK_SIZES if args.quick else PAPER_SIZES
+    length = QUICK_LENGTH if args.quick else LENGTH
+    batches = QUICK_BATCHES if args.quick else PAPER_BATCHES
+    eager_batches = batches[:1] if args.eager_first_batch_only else batches
+    models, rows = {}, []
+    started = time.perf_counter()
+    result = {
+        "quick": bool(args.quick), "date": datetime.datetime.now(datetime.timezone.utc)
+        .strftime("%Y-%m-%d %H:%M UTC"), "commit": commit(), "beams": BEAMS,
+        "generated_tokens": length, "batches": list(batches), "repeats": args.repeats,
+        "eager_repeats": args.eager_repeats,
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
+        "models": models, "rows": rows,
+    }
+    for name, recipe, changes, paragraphs, tokens, vocabulary in sizes:
+        if args.paper_models and recipe not in args.paper_models.split(","):
+            continue
+        module = recipes.get(recipe)
+        config = dataclasses.replace(module.CONFIGS["paper"], **changes)
+        vocabulary = args.paper_vocabulary or vocabulary or config.vocabulary_size
+        model = called(module.build_model(config, vocabulary), vocabulary)
+        options = {k: v for k, v in model.get_config().items()
+                   if isinstance(v, (int, float, str, bool)) and k not in ("name", "trainable")}
+        models[name] = {"recipe": recipe, "config": "paper", "changes": changes,
+                        "paragraphs": paragraphs, "tokens": tokens,
+                        "memory_tokens": paragraphs * tokens, "vocabulary_size": vocabulary,
+                        "config_vocabulary_size": config.vocabulary_size,
+                        "parameters": int(model.count_params()), "options": options}
+        for batch in batches:
+            inputs = {k: tf.constant(v) for k, v in
+                      paper_inputs(vocabulary, paragraphs, tokens, batch=batch).items()}
+            methods = METHODS if batch in eager_batches else METHODS[:3]
+            if args.repeated_peers:  # ours again, for ratios measured in the same run
+                methods = (("keras_hsum beam_search (jit, beside the ×K peers)", ours),
+                           *REPEATED_PEERS)
+            for row in time_methods(model, inputs, methods, args.repeats, args.eager_repeats,
+                                    length, prefix=f"{name} batch {batch}: "):
+                rows.append(dict(row, model=name, batch=batch, date=result["date"]))
+            if batch not in eager_batches and not args.repeated_peers:
+                rows.append({"method": METHODS[3][0], "model": name, "batch": batch,
+                             "skipped": f"run at batch {batches[0]} only (time budget)"})
+        models[name]["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+        result["total_seconds"] = time.perf_counter() - started
+        if save is not None:
+            save(result)
+    return result
+
+
+def merged(before, new):
+    """`new` with the rows and models of `before` it did not measure again."""
+    measured = {(r["model"], r["batch"], r["method"]) for r in new["rows"]}
+    rows = [r for r in before["rows"] if (r["model"], r["batch"], r["method"]) not in measured]
+    rows = [dict(r, date=r.get("date", before["date"])) for r in rows] + new["rows"]
+    order = list(dict.fromkeys([*before["models"], *new["models"]]))
+    rows.sort(key=lambda r: (order.index(r["model"]), r["batch"]))
+    models = {**before["models"], **new["models"]}
+    return dict(new, rows=rows, models={name: models[name] for name in order},
+                date=f"{before['date']} (merged with {new['date']})",
+                total_seconds=before.get("total_seconds", 0) + new.get("total_seconds", 0))
+
+
+def short(method):
+    return method.replace("keras_hsum ", "").replace(" (jit)", "").replace("(jit, ", "(")
+
+
+def paper_lines(result):
+    title = ("## Paper-size decoding, QUICK SMOKE TEST (small memories, not the paper sizes)"
+             if result["quick"] else "## Paper-size decoding (issue 47)")
+    lines = [title, "", f"{result['date']}, commit {result['commit']}, machine {result['machine']}. "
+             f"Untrained weights at each recipe's `paper` sizes; beam {result['beams']}, "
+             f"{result['generated_tokens']} generated tokens with EOS blocked; median of "
+             f"{result['repeats']} timed decode(s) (eager loop: {result['eager_repeats']}) after a "
+             "warm-up call; ms/step = s/decode ÷ tokens (encoder and cache set-up included).", "",
+             f"Whole run: {result.get('total_seconds', 0) / 60:.1f} min.", "",
+             "| model | memory tokens | V | parameters |", "|---|---|---|---|"]
+    for name, info in result["models"].items():
+        own = info["config_vocabulary_size"]
+        vocabulary = f"{info['vocabulary_size']:,}" + (
+            f" (config: {own:,})" if own != info["vocabulary_size"] else "")
+        lines.append(f"| {name} | {info['memory_tokens']:,} | {vocabulary} | "
+                     f"{info['parameters'] / 1e6:.1f} M |")
+    lines += ["", "| model | batch | method | sequences/s | ms/step | first call (s) | ours ÷ method |",
+              "|---|---|---|---|---|---|---|"]
+    for row in result["rows"]:
+        head = f"| {row['model']} | {row['batch']} | {short(row['method'])} | "
+        if "sequences_per_second" in row:
+            lines.append(head + f"{row['sequences_per_second']:.3f} | {row['ms_per_step']:.1f} | "
+                         f"{row['first_call_seconds']:.1f} | "
+                         + (f"{row['ours_speedup']:.2f}× |" if "ours_speedup" in row else "|"))
+        else:
+            lines.append(head + f"{row.get('error') or row.get('skipped')} | | | |")
+    keys, peers = {}, []
+    for row in result["rows"]:
+        keys.setdefault((row["model"], row["batch"]), {})[short(row["method"])] = row
+        if not row["method"].startswith("keras_hsum") and short(row["method"]) not in peers:
+            peers.append(short(row["method"]))
+    lines += ["", "| model | batch | " + " | ".join(f"ours ÷ {p}" for p in peers) + " |",
+              "|---|---|" + "---|" * len(peers)]
+    for (name, batch), by in keys.items():
+        cells = [f"{by[m]['ours_speedup']:.2f}×" if "ours_speedup" in by.get(m, {}) else "n/a"
+                 for m in peers]
+        lines.append(f"| {name} | {batch} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def memory_lines(result):
     ways = ("uncached", "cached, tiled", "cached, shared")
     lines = ["## Search step against memory size (issue 47)", "",
@@ -390,16 +623,19 @@ def method_lines(result):
     return lines
 
 
-def write(result):
+def write(result, echo=True):
     os.makedirs(RESULTS, exist_ok=True)
     with open(os.path.join(RESULTS, "decode.json"), "w") as f:
         json.dump(result, f, indent=2)
     lines = method_lines(result) if "rows" in result else ["# Decoding speed"]
     if "memory_sizes" in result:
         lines += [""] + memory_lines(result["memory_sizes"])
+    for key in ("paper_sizes", "paper_sizes_quick"):
+        if key in result:
+            lines += [""] + paper_lines(result[key])
     with open(os.path.join(RESULTS, "decode.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    print("\n".join(lines) if echo else f"wrote {RESULTS}/decode.json, .md", flush=True)
 
 
 def stored():
@@ -418,10 +654,39 @@ def main():
                         help="steps per timed loop with --memory-sizes")
     parser.add_argument("--decode-repeats", type=int, default=1,
                         help="timed whole decodes per variant with --memory-sizes")
+    parser.add_argument("--paper-sizes", action="store_true",
+                        help="every method on each paper's model size (see above)")
+    parser.add_argument("--quick", action="store_true",
+                        help="with --paper-sizes: small memories, 10 tokens, batch 1 and 2")
+    parser.add_argument("--paper-models", default="",
+                        help="with --paper-sizes: comma-separated recipes (default all: "
+                             "pht,ht,discourse,flat)")
+    parser.add_argument("--paper-vocabulary", type=int, default=0,
+                        help="with --paper-sizes: V for every model (default: each config's)")
+    parser.add_argument("--repeated-peers", action="store_true",
+                        help="with --paper-sizes: instead, ours and the peers on the memory "
+                             "repeated K times (use with --merge)")
+    parser.add_argument("--merge", action="store_true",
+                        help="with --paper-sizes: keep the stored rows not measured again")
+    parser.add_argument("--eager-first-batch-only", action="store_true",
+                        help="with --paper-sizes: the eager loop at batch 1 only")
     args = parser.parse_args()
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-    import numpy as np
     import tensorflow as tf
+
+    if args.paper_sizes:
+        result = stored()
+        key = "paper_sizes_quick" if args.quick else "paper_sizes"  # a smoke test keeps the full rows
+        before = result.get(key)
+
+        def save(paper):
+            if args.merge and before:
+                paper = merged(before, paper)
+            result[key] = paper
+            write(result, echo=False)
+
+        paper_sizes(args, save)
+        return
 
     if args.memory_sizes:
         result = stored()
@@ -433,28 +698,7 @@ def main():
     config_path = os.path.join(args.run, "config.json")
     config = json.load(open(config_path)).get("config", {}) if os.path.exists(config_path) else {}
     inputs = {k: tf.constant(v) for k, v in batch_for(model, config).items()}
-    methods = [("keras_hsum beam_search (jit)", ours), ("keras-hub BeamSampler (jit)", keras_hub_beam),
-               ("tf-models sequence_beam_search (jit)", tf_models_beam),
-               ("eager Python loop", eager_loop)]
-    rows = []
-    for name, build in methods:
-        decode = build(model, inputs)
-        start = time.perf_counter()
-        np.asarray(decode(inputs))  # warm-up (tracing + XLA compile)
-        compile_s = time.perf_counter() - start
-        times = []
-        for _ in range(args.eager_repeats if name.startswith("eager") else args.repeats):
-            start = time.perf_counter()
-            np.asarray(decode(inputs))
-            times.append(time.perf_counter() - start)
-        seconds = statistics.median(times)
-        rows.append({"method": name, "seconds_per_batch": seconds,
-                     "sequences_per_second": BATCH / seconds, "first_call_seconds": compile_s})
-        print(f"{name:40s} {BATCH / seconds:8.2f} seq/s  ({seconds:.3f} s/batch, first call {compile_s:.1f} s)",
-              flush=True)
-    ours_rate = rows[0]["sequences_per_second"]
-    for row in rows:
-        row["ours_speedup"] = ours_rate / row["sequences_per_second"]
+    rows = time_methods(model, inputs, METHODS, args.repeats, args.eager_repeats)
     result = stored()
     result.update({
         "model": os.path.relpath(args.run, ROOT), "batch": BATCH, "beams": BEAMS,
