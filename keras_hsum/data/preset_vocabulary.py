@@ -52,6 +52,8 @@ import os
 
 import tensorflow as tf
 
+from keras_hsum.data.vocabulary import checked_id
+
 # The keras-hub tokenizer classes supported, and how each starts decoding.
 SUPPORTED_TOKENIZERS = ("BartTokenizer", "T5Tokenizer")
 TOKENIZER_CONFIG = "tokenizer.json"
@@ -228,17 +230,7 @@ class PresetVocabulary:
         return self._run("tokenize", list(texts)).to_list()
 
     def _checked_id(self, value):
-        if isinstance(value, (float, bool)) or (
-            hasattr(value, "dtype") and "int" not in str(value.dtype)
-        ):
-            raise ValueError(f"token ids must be integers; received {value!r}.")
-        piece_id = int(value)
-        if not 0 <= piece_id < self.vocabulary_size:
-            raise ValueError(
-                f"token id {piece_id} is outside this vocabulary's "
-                f"[0, {self.vocabulary_size}) ids."
-            )
-        return piece_id
+        return checked_id(value, self.vocabulary_size)
 
     def decode(self, ids):
         """Detokenises one sequence of int ids (list or 1-D array); the

@@ -37,6 +37,22 @@ EOS_ID = 3
 SEPARATORS = ("<title>", "<para>", "<sent>", "<doc>")
 
 
+def checked_id(value, vocabulary_size):
+    """`value` as an int token id in [0, vocabulary_size), or a ValueError
+    (a float, a bool or a non-integer array scalar is refused)."""
+    if isinstance(value, (float, bool)) or (
+        hasattr(value, "dtype") and "int" not in str(value.dtype)
+    ):
+        raise ValueError(f"token ids must be integers; received {value!r}.")
+    piece_id = int(value)
+    if not 0 <= piece_id < vocabulary_size:
+        raise ValueError(
+            f"token id {piece_id} is outside this vocabulary's "
+            f"[0, {vocabulary_size}) ids."
+        )
+    return piece_id
+
+
 class Vocabulary:
     """A SentencePiece model with the project's reserved ids.
 
@@ -179,17 +195,7 @@ class Vocabulary:
 
     def _checked_id(self, value):
         """`value` as an int id in [0, vocabulary_size), or a ValueError."""
-        if isinstance(value, (float, bool)) or (
-            hasattr(value, "dtype") and "int" not in str(value.dtype)
-        ):
-            raise ValueError(f"token ids must be integers; received {value!r}.")
-        piece_id = int(value)
-        if not 0 <= piece_id < self.vocabulary_size:
-            raise ValueError(
-                f"token id {piece_id} is outside this vocabulary's "
-                f"[0, {self.vocabulary_size}) ids."
-            )
-        return piece_id
+        return checked_id(value, self.vocabulary_size)
 
     def decode(self, ids):
         """Detokenises a sequence of int ids (list or 1-D array); padding,
