@@ -351,17 +351,22 @@ class BackboneSummarizer(Summarizer):
         """float [B,S,D] → float32 [B,S,V]: the backbone's LM head."""
         return ops.cast(self.computation.logits(hidden), "float32")
 
-    def decode(self, decoder_tokens, memory, inputs=None, training=False):
-        """Teacher-forced decoder: int [B,S] → float32 logits [B,S,V]."""
+    def _decode_hidden(self, decoder_tokens, memory, training=False, between=None):
+        """Teacher-forced decoder states float [B,S,D] (`between`: the
+        computation's between-layers hook)."""
         self._check_length("decoder_tokens", decoder_tokens.shape[1])
-        hidden = self.computation.decode(
+        return self.computation.decode(
             decoder_tokens,
             memory["memory"],
             as_bool_mask(memory["memory_mask"]),
             decoder_padding_mask(decoder_tokens, self.pad_id),
             training=training,
+            between=between,
         )
-        return self._logits(hidden)
+
+    def decode(self, decoder_tokens, memory, inputs=None, training=False):
+        """Teacher-forced decoder: int [B,S] → float32 logits [B,S,V]."""
+        return self._logits(self._decode_hidden(decoder_tokens, memory, training=training))
 
     def _empty_self_attention_caches(self, batch, max_length):
         """float zeros [B,L,2,max_length,H,Dh] in the compute dtype."""

@@ -12,12 +12,10 @@ from keras_hsum.features import PARAGRAPH_MASK
 from keras_hsum.features import TOKEN_MASK
 from keras_hsum.features import TOKENS
 from keras_hsum.layers.global_transformer_layer import GlobalTransformerLayer
-from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.multi_head_pooling import MultiHeadPooling
 from keras_hsum.layers.parallel_cross_attention import ParallelCrossAttention
 from keras_hsum.layers.residual_gate import ResidualGate
 from keras_hsum.models.backbone_summarizer import BackboneSummarizer
-from keras_hsum.models.summarizer import decoder_padding_mask
 from keras_hsum.models.summarizer import paragraph_source_masks
 from keras_hsum.models.summarizer import required
 
@@ -278,14 +276,9 @@ class HierarchicalBackboneSummarizer(BackboneSummarizer):
         """Teacher forcing: `(logits float32 [B,S,V], attention float32
         [B,L,S,P] or None)`, the attention being every decoder layer's
         paragraph attention A_para (None without `parallel_cross_attention`)."""
-        self._check_length("decoder_tokens", decoder_tokens.shape[1])
         attentions = []
-        hidden = self.computation.decode(
-            decoder_tokens,
-            memory["memory"],
-            as_bool_mask(memory["memory_mask"]),
-            decoder_padding_mask(decoder_tokens, self.pad_id),
-            training=training,
+        hidden = self._decode_hidden(
+            decoder_tokens, memory, training=training,
             between=self._between(memory, attentions, training=training),
         )
         attention = ops.stack(attentions, axis=1) if attentions else None
