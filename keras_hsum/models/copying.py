@@ -81,3 +81,46 @@ def copy_log_probabilities(
     )
     log_probabilities = ops.log(ops.maximum(distribution, MIN_PROBABILITY))
     return log_probabilities, attention, p_gen
+
+
+def shared_memory_copy_log_probabilities(
+    model,
+    logits,
+    hidden,
+    decoder_inputs,
+    memory,
+    source_ids,
+    token_mask,
+    paragraph_weights=None,
+    keys=None,
+):
+    """`copy_log_probabilities` (its first output) where the N = B·K rows
+    of `logits`, `hidden`, `decoder_inputs` and `paragraph_weights` may
+    share the B examples of `memory`, `source_ids`, `token_mask` and `keys`
+    (row b·K + k reads example b; a search's `beam_cache`). The K rows are
+    folded into the query axis, so the memory is read once per example.
+
+    Returns:
+        float32 [N,S,V]: log P(w).
+    """
+    rows, examples = hidden.shape[0], memory.shape[0]
+    fold = rows is None or examples is None or rows != examples
+    if fold:
+        rows = ops.shape(hidden)[0]
+        examples = ops.shape(memory)[0]
+
+        def folded(x):
+            return None if x is None else ops.reshape(x, (examples, -1, ops.shape(x)[-1]))
+
+        logits, hidden, decoder_inputs, paragraph_weights = (
+            folded(x) for x in (logits, hidden, decoder_inputs, paragraph_weights)
+        )
+    log_probabilities, _, _ = copy_log_probabilities(
+        model, logits, hidden, decoder_inputs, memory, source_ids, token_mask,
+        paragraph_weights=paragraph_weights, keys=keys,
+    )
+    if fold:
+        log_probabilities = ops.reshape(
+            log_probabilities, (rows, -1, ops.shape(log_probabilities)[-1])
+        )
+    return log_probabilities

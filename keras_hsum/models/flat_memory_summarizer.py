@@ -9,10 +9,11 @@ from keras_hub.layers import SinePositionEncoding
 from keras_hub.layers import TransformerEncoder
 
 from keras_hsum.layers.token_shift import TokenShift
-from keras_hsum.models.copying import copy_log_probabilities
 from keras_hsum.models.copying import make_copy_layers
+from keras_hsum.models.copying import shared_memory_copy_log_probabilities
 from keras_hsum.models.summarizer import Summarizer
 from keras_hsum.models.summarizer import decoder_padding_mask
+from keras_hsum.models.summarizer import rows_per_hypothesis
 from keras_hsum.models.transformer_summary_decoder import TransformerSummaryDecoder
 
 
@@ -125,7 +126,7 @@ class FlatMemorySummarizer(Summarizer):
         logits = self.decoder.logits(hidden)
         if not self.pointer_generator:
             return logits
-        log_probabilities, _, _ = copy_log_probabilities(
+        return shared_memory_copy_log_probabilities(
             self,
             logits,
             hidden,
@@ -135,7 +136,6 @@ class FlatMemorySummarizer(Summarizer):
             memory["memory_mask"][:, None],
             keys=memory.get("copy_keys"),
         )
-        return log_probabilities
 
     def decode(self, decoder_tokens, memory, inputs=None, training=False):
         if not self.decoder.built:
@@ -170,7 +170,32 @@ class FlatMemorySummarizer(Summarizer):
         }
         return static, state
 
+    def beam_cache(self, memory, max_length, beam_size):
+        """`initial_cache` for K = `beam_size` hypotheses per example, the K
+        beams sharing one copy of the memory.
+
+        The memory, its cross-attention keys/values (and copy keys) stay
+        [B,...], projected once per example; the self-attention caches are
+        [B·K,L,2,max_length,H,Dh], and `step` reads row b of the memory for
+        its rows b·K + k (`shared_cross_attention`). Faster than repeating
+        the memory K times (the default `Summarizer.beam_cache`), which a
+        step then reads K times: see benchmarks/README.md, "beams sharing
+        the memory".
+        """
+        static, _ = self.initial_cache(memory, max_length)
+        batch = ops.shape(memory["memory"])[0] * int(beam_size)
+        state = {
+            "self_caches": self.decoder.empty_self_attention_caches(batch, max_length)
+        }
+        return static, state
+
     def step(self, ids, index, cache):
+        """One position: `ids` int [N] at `index` → logits float32 [N,V'].
+
+        N = B with `initial_cache`'s cache; N = B·K with `beam_cache`'s
+        (row b·K + k reads example b of the memory; the aux rows follow
+        the N hypotheses).
+        """
         static, state = cache
         tokens = ops.expand_dims(ids, 1)
         hidden, _, self_caches = self.decoder.call_cached(
@@ -187,7 +212,8 @@ class FlatMemorySummarizer(Summarizer):
             else None
         )
         logits = self._outputs(hidden, decoder_inputs, static)
-        return logits[:, 0], (static, {"self_caches": self_caches}), self.step_aux(static)
+        aux = rows_per_hypothesis(self.step_aux(static), ops.shape(ids)[0])
+        return logits[:, 0], (static, {"self_caches": self_caches}), aux
 
     def step_aux(self, static):
         """The aux dict of one step (always with "paragraph_attention" [B,P])."""

@@ -21,6 +21,7 @@ from keras_hsum.layers.token_shift import TokenShift
 from keras_hsum.models.copying import make_copy_layers
 from keras_hsum.models.flat_memory_summarizer import FlatMemorySummarizer
 from keras_hsum.models.summarizer import required
+from keras_hsum.models.transformer_summary_decoder import cached_decoder_layer
 
 LOCAL = "L"
 GLOBAL = "G"
@@ -258,70 +259,46 @@ class HierarchicalTransformer(FlatMemorySummarizer):
             )
         return memory
 
-    def _cross_attention_query(self, layer, x, self_cache, index):
-        """The input of `layer`'s cross-attention at one cached step: the
-        self-attention sublayer of keras-hub's post-LayerNorm
-        `TransformerDecoder`, LayerNorm(x + SelfAttention(x))."""
-        mask = layer._compute_self_attention_mask(
-            decoder_sequence=x,
-            decoder_padding_mask=None,
-            decoder_attention_mask=None,
-            use_causal_mask=True,
-            self_attention_cache=self_cache,
-            self_attention_cache_update_index=index,
-        )
-        attended, _ = layer._self_attention_layer(
-            query=x,
-            value=x,
-            attention_mask=mask,
-            cache=self_cache,
-            cache_update_index=index,
-        )
-        return layer._self_attention_layer_norm(attended + x)
-
     def _paragraph_attention(self, layer, query_input, keys, memory_mask, paragraph_mask):
-        """float32 [B,P]: head-averaged cross-attention probabilities of one
-        query position, summed over each paragraph's T tokens."""
-        query = layer._cross_attention_layer._query_dense(query_input)  # [B,1,H,Dh]
+        """float32 [N,P]: head-averaged cross-attention probabilities of one
+        query position, summed over each paragraph's T tokens. `query_input`
+        [N,1,D] (N = B·K rows, row b·K + k reading example b), `keys`
+        [B,M,H,Dh], masks [B,M] and [B,P]."""
+        query = layer._cross_attention_layer._query_dense(query_input)  # [N,1,H,Dh]
+        rows = ops.shape(query)[0]
+        examples = ops.shape(keys)[0]
+        heads, size = query.shape[2], query.shape[3]
+        query = ops.reshape(query, (examples, -1, heads, size))  # [B,K,H,Dh]
         scores = ops.einsum(
             "bshk,bmhk->bhsm", ops.cast(query, "float32"), ops.cast(keys, "float32")
         ) / math.sqrt(self.hidden_dim // self.num_heads)
         probabilities = masked_softmax(scores, memory_mask[:, None, None, :], axis=-1)
-        per_token = ops.mean(probabilities[:, :, 0, :], axis=1)  # [B,M]
-        batch = ops.shape(per_token)[0]
+        per_token = ops.mean(probabilities, axis=1)  # [B,K,M]
         paragraphs = ops.shape(paragraph_mask)[1]
-        return ops.sum(ops.reshape(per_token, (batch, paragraphs, -1)), axis=-1)
+        return ops.sum(ops.reshape(per_token, (rows, paragraphs, -1)), axis=-1)
 
     def step(self, ids, index, cache):
+        """One position: `ids` int [N] at `index` → logits float32 [N,V'].
+
+        N = B with `initial_cache`'s cache; N = B·K with `beam_cache`'s
+        (row b·K + k reads example b of the memory). aux
+        `"paragraph_attention"` float32 [N,P]: the last decoder layer's
+        head-averaged cross-attention summed over each paragraph's tokens.
+        """
         static, state = cache
-        memory, memory_mask = static["memory"], static["memory_mask"]
+        memory_mask = static["memory_mask"]
         x = self.decoder.embed(ops.expand_dims(ids, 1), start_index=index)
         decoder_inputs = x
-        last = len(self.decoder.decoder_layers) - 1
         updated = []
         for i, layer in enumerate(self.decoder.decoder_layers):
             cross_cache = static["cross_caches"][:, i]
-            if i == last:
-                query_input = self._cross_attention_query(
-                    layer, x, state["self_caches"][:, i], index
-                )
-                paragraph_attention = self._paragraph_attention(
-                    layer,
-                    query_input,
-                    cross_cache[:, 0],
-                    memory_mask,
-                    static[PARAGRAPH_MASK],
-                )
-            x, self_cache, _ = layer(
-                x,
-                encoder_sequence=memory,
-                encoder_padding_mask=memory_mask,
-                self_attention_cache=state["self_caches"][:, i],
-                self_attention_cache_update_index=index,
-                cross_attention_cache=cross_cache,
-                cross_attention_cache_update_index=None,
+            x, self_cache, query_input = cached_decoder_layer(
+                layer, x, index, state["self_caches"][:, i], cross_cache, memory_mask
             )
             updated.append(self_cache)
+        paragraph_attention = self._paragraph_attention(
+            layer, query_input, cross_cache[:, 0], memory_mask, static[PARAGRAPH_MASK]
+        )
         logits = self._outputs(x, decoder_inputs, static)[:, 0]
         aux = {"paragraph_attention": paragraph_attention}
         return logits, (static, {"self_caches": ops.stack(updated, axis=1)}), aux

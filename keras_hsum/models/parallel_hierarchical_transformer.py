@@ -14,8 +14,8 @@ from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.multi_head_pooling import MultiHeadPooling
 from keras_hsum.layers.pht_decoder_layer import PHTDecoderLayer
 from keras_hsum.layers.token_shift import TokenShift
-from keras_hsum.models.copying import copy_log_probabilities
 from keras_hsum.models.copying import make_copy_layers
+from keras_hsum.models.copying import shared_memory_copy_log_probabilities
 from keras_hsum.models.summarizer import Summarizer
 from keras_hsum.models.summarizer import decoder_padding_mask
 from keras_hsum.models.summarizer import paragraph_source_masks
@@ -299,21 +299,8 @@ class ParallelHierarchicalTransformer(Summarizer):
         if not self.pointer_generator:
             return logits
         # With K hypotheses per memory example (rows b·K + k; `beam_cache`)
-        # the copy attention reads the memory once for the K rows: they are
-        # folded into its query axis, as in `PHTDecoderLayer`.
-        rows, examples = hidden.shape[0], memory["word_memory"].shape[0]
-        fold = rows is None or examples is None or rows != examples
-        if fold:
-            rows = ops.shape(hidden)[0]
-            examples = ops.shape(memory["word_memory"])[0]
-
-            def folded(x):
-                return ops.reshape(x, (examples, -1, ops.shape(x)[-1]))
-
-            logits, hidden, decoder_inputs, paragraph_attention = (
-                folded(x) for x in (logits, hidden, decoder_inputs, paragraph_attention)
-            )
-        log_probabilities, _, _ = copy_log_probabilities(
+        # the copy attention reads the memory once for the K rows.
+        return shared_memory_copy_log_probabilities(
             self,
             logits,
             hidden,
@@ -324,11 +311,6 @@ class ParallelHierarchicalTransformer(Summarizer):
             paragraph_weights=paragraph_attention,
             keys=memory.get("copy_keys"),
         )
-        if fold:
-            log_probabilities = ops.reshape(
-                log_probabilities, (rows, -1, ops.shape(log_probabilities)[-1])
-            )
-        return log_probabilities
 
     def decode_with_attention(self, decoder_tokens, memory, training=False):
         """Teacher-forced decoder that also returns the paragraph attention.

@@ -618,6 +618,12 @@ class SEAL(ExtractiveAbstractive):
             "cross_caches": self.decoder.cross_attention_caches(selected),
         }
 
+    def beam_cache(self, memory, max_length, beam_size):
+        """The memory repeated K times (`Summarizer.beam_cache`): each
+        hypothesis re-selects its own snippets at every segment boundary, so
+        the selected memory and its keys/values are per-hypothesis state."""
+        return Summarizer.beam_cache(self, memory, max_length, beam_size)
+
     def initial_cache(self, memory, max_length):
         """State: self-attention caches, the decoded tokens [B, M_max·L_seg+1]
         (M_max = ceil(max_length / L_seg)) and the current selection."""

@@ -26,7 +26,9 @@ cache with `model.beam_cache(memory, max_length, K)`: by default it repeats
 `memory` K times and calls `initial_cache`; a model whose `step` can read
 one copy of an example's memory for its K hypotheses (rows b·K + k of
 `state` and `ids` reading row b of `memory`) overrides it and keeps `memory`
-[B,...] (PHT: the beams then share their cross-attention keys and values).
+[B,...] (PHT and the models on `TransformerSummaryDecoder` but SEAL,
+whose hypotheses select their own memory: the beams then share their
+cross-attention keys and values).
 `aux` is a dict of per-step float32 tensors, always with the same keys for a
 model: `"paragraph_attention"` [B,P] (how much the step attended to each
 paragraph/section/snippet; what PHT's attention alignment sums) and
@@ -308,3 +310,18 @@ def paragraph_source_masks(model, inputs):
         )
     token_mask = ops.logical_and(token_mask, paragraph_mask[:, :, None])
     return tokens, token_mask, paragraph_mask
+
+
+def rows_per_hypothesis(tree, rows):
+    """`tree`'s leaves (batch on axis 0) with `rows` rows: each example's
+    row repeated K = rows / B times (row b·K + k = example b), as a step
+    whose cache shares the memory among K hypotheses returns per-example
+    aux; unchanged when they already have `rows` rows."""
+
+    def repeated(x):
+        examples = ops.shape(x)[0]
+        if isinstance(examples, int) and isinstance(rows, int) and examples == rows:
+            return x
+        return ops.repeat(x, rows // examples, axis=0)
+
+    return keras.tree.map_structure(repeated, tree)

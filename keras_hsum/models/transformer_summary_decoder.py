@@ -29,36 +29,120 @@ def decoder_cross_attention_caches(decoder_layers, memory):
     return ops.stack(caches, axis=1)
 
 
+def shared_cross_attention(attention, x, cross_cache, memory_mask=None):
+    """A keras-hub `CachedMultiHeadAttention`'s cross-attention over cached
+    keys and values that the K rows of one example may share.
+
+    Args:
+        attention: the layer (`TransformerDecoder._cross_attention_layer`).
+        x: float [N,S,D], the queries' inputs; N = B·K, row b·K + k reads
+            example b of the cache (K = 1: one row per example).
+        cross_cache: float [B,2,M,H,Dh], the keys and values.
+        memory_mask: bool [B,M] or None.
+
+    Returns:
+        float [N,S,D], what the layer returns with `cache=cross_cache` and
+        `cache_update_index=None` on the cache repeated K times (the same
+        query, softmax and output projections; the K rows' queries are
+        folded into one query axis of length K·S, so the keys and values
+        are read once per example, not once per row).
+    """
+    query = attention._query_dense(x)  # [N,S,H,Dh]
+    heads, size = query.shape[2], query.shape[3]
+    rows, length = ops.shape(query)[0], ops.shape(query)[1]
+    examples = ops.shape(cross_cache)[0]
+    folded = ops.reshape(query, (examples, -1, heads, size))  # [B,K·S,H,Dh]
+    mask = None if memory_mask is None else as_bool_mask(memory_mask)[:, None, :]
+    output, _ = attention._compute_attention(
+        query=folded, key=cross_cache[:, 0], value=cross_cache[:, 1],
+        attention_mask=mask, training=False,
+    )
+    return attention._output_dense(ops.reshape(output, (rows, length, heads, size)))
+
+
+def cached_decoder_layer(layer, x, index, self_cache, cross_cache, memory_mask=None):
+    """One keras-hub `TransformerDecoder` (with cross-attention) at cached
+    positions, inference only: the layer's own sublayers in its order
+    (self-attention, cross-attention, feed-forward; pre- or post-norm as
+    the layer is built), with the cross-attention's keys and values read
+    from `cross_cache`, which the K rows of an example may share
+    (`shared_cross_attention`).
+
+    Args:
+        layer: a built keras-hub `TransformerDecoder`.
+        x: float [N,S,D], the inputs at positions `index..index+S-1`;
+            N = B·K, row b·K + k reads example b of `cross_cache`.
+        index: int scalar.
+        self_cache: float [N,2,S_max,H,Dh].
+        cross_cache: float [B,2,M,H,Dh].
+        memory_mask: bool [B,M] or None.
+
+    Returns:
+        `(x [N,S,D], self_cache updated at index, query input [N,S,D])`,
+        the last being what the cross-attention's query projection read.
+    """
+    first = layer.normalize_first
+    self_mask = layer._compute_self_attention_mask(
+        decoder_sequence=x,
+        decoder_padding_mask=None,
+        decoder_attention_mask=None,
+        use_causal_mask=True,
+        self_attention_cache=self_cache,
+        self_attention_cache_update_index=index,
+    )
+    residual = x
+    h = layer._self_attention_layer_norm(x) if first else x
+    h, self_cache = layer._self_attention_layer(
+        query=h, value=h, attention_mask=self_mask, cache=self_cache,
+        cache_update_index=index,
+    )
+    x = h + residual
+    if not first:
+        x = layer._self_attention_layer_norm(x)
+    residual = x
+    query_input = layer._cross_attention_layer_norm(x) if first else x
+    x = shared_cross_attention(
+        layer._cross_attention_layer, query_input, cross_cache, memory_mask
+    ) + residual
+    if not first:
+        x = layer._cross_attention_layer_norm(x)
+    residual = x
+    h = layer._feedforward_layer_norm(x) if first else x
+    h = layer._feedforward_output_dense(layer._feedforward_intermediate_dense(h))
+    x = h + residual
+    if not first:
+        x = layer._feedforward_layer_norm(x)
+    return x, self_cache, query_input
+
+
 def run_cached_decoder_layers(
     decoder_layers, x, index, memory, memory_mask, self_caches, cross_caches, between=None
 ):
-    """Runs keras-hub `TransformerDecoder` layers on `x` [B,S_new,D] at
-    position `index` with key/value caches.
+    """Runs keras-hub `TransformerDecoder` layers on `x` [N,S_new,D] at
+    position `index` with key/value caches (`cached_decoder_layer`).
 
     Args:
         decoder_layers: the L layers, in order.
-        x: float [B,S_new,D], the embedded tokens at `index..index+S_new-1`.
+        x: float [N,S_new,D], the embedded tokens at `index..index+S_new-1`;
+            N = B·K (row b·K + k reads example b of the memory; K = 1 when
+            the caches were not shared).
         index: int scalar.
-        memory: float [B,M,D] (its keys and values come from `cross_caches`).
+        memory: float [B,M,D] (unused: its keys and values come from
+            `cross_caches`; kept for the callers' signature).
         memory_mask: bool [B,M] or None.
-        self_caches: float [B,L,2,S_max,H,Dh].
+        self_caches: float [N,L,2,S_max,H,Dh].
         cross_caches: float [B,L,2,M,H,Dh] (`decoder_cross_attention_caches`).
         between: optional `(i, x) -> x`, run on layer i's output before
             layer i + 1 reads it (sublayers added between pretrained ones).
 
     Returns:
-        `(hidden [B,S_new,D], self_caches [B,L,2,S_max,H,Dh] updated at index)`.
+        `(hidden [N,S_new,D], self_caches [N,L,2,S_max,H,Dh] updated at index)`.
     """
+    del memory
     updated = []
     for i, layer in enumerate(decoder_layers):
-        x, self_cache, _ = layer(
-            x,
-            encoder_sequence=memory,
-            encoder_padding_mask=memory_mask,
-            self_attention_cache=self_caches[:, i],
-            self_attention_cache_update_index=index,
-            cross_attention_cache=cross_caches[:, i],
-            cross_attention_cache_update_index=None,
+        x, self_cache, _ = cached_decoder_layer(
+            layer, x, index, self_caches[:, i], cross_caches[:, i], memory_mask
         )
         updated.append(self_cache)
         if between is not None:
@@ -247,17 +331,18 @@ class TransformerSummaryDecoder(keras.layers.Layer):
         """Decodes the positions `index..index+S_new-1` with caches.
 
         Args:
-            tokens: int [B,S_new] (usually S_new = 1).
+            tokens: int [N,S_new] (usually S_new = 1); N = B·K, row b·K + k
+                reads example b of the memory (K = 1: one row per example).
             index: int scalar, the position of `tokens[:, 0]`.
-            memory: float [B,M,D] (only its shape and mask are used: the
-                keys and values come from `cross_caches`).
-            self_caches: float [B,L,2,S_max,H,Dh] from
+            memory: float [B,M,D] (unused: the keys and values come from
+                `cross_caches`).
+            self_caches: float [N,L,2,S_max,H,Dh] from
                 `empty_self_attention_caches` (positions < index filled).
             cross_caches: float [B,L,2,M,H,Dh] from `cross_attention_caches`.
             memory_mask: optional bool [B,M].
 
         Returns:
-            `(hidden [B,S_new,D], logits float32 [B,S_new,V], self_caches)`.
+            `(hidden [N,S_new,D], logits float32 [N,S_new,V], self_caches)`.
         """
         x = self.embed(tokens, start_index=index)
         memory_mask = None if memory_mask is None else as_bool_mask(memory_mask)

@@ -221,6 +221,36 @@ def test_hierarchical_transformer_decodes():
     assert (numpy(out["lengths"])[0] <= 3).all()
 
 
+@pytest.mark.parametrize("family", ["flat", "ht"])
+def test_beams_sharing_the_memory_search_as_beams_repeating_it(family):
+    """`beam_search` on `beam_cache` (the K beams share one copy of each
+    example's memory) returns the ids, lengths and aux of the search on the
+    memory repeated K times (`Summarizer.beam_cache`, the reference), and
+    scores equal to 1e-5, with trigram blocking and length normalisation."""
+    from keras_hsum.models.summarizer import Summarizer
+
+    if family == "flat":
+        model, inputs = flat_model(seed=3), flat_inputs(seed=3)
+    else:
+        keras.utils.set_random_seed(3)
+        model = HierarchicalTransformer(vocabulary_size=V, hidden_dim=16, num_heads=2,
+                                        intermediate_dim=32, layer_schedule="LG",
+                                        num_decoder_layers=2, dropout=0.0)
+        inputs = paragraph_inputs(seed=3)
+    built(model, inputs)
+    terms = [LengthNormalization(0.6), NgramBlocking(3)]
+    shared = beam_search(model, inputs, beam_size=4, max_length=8, terms=terms)
+    model.beam_cache = lambda memory, length, beams: Summarizer.beam_cache(
+        model, memory, length, beams)
+    repeated = beam_search(model, inputs, beam_size=4, max_length=8, terms=terms)
+    for key in ("sequences", "lengths"):
+        np.testing.assert_array_equal(numpy(shared[key]), numpy(repeated[key]))
+    for key in ("scores", "log_probs"):
+        np.testing.assert_allclose(numpy(shared[key]), numpy(repeated[key]), atol=1e-5)
+    np.testing.assert_allclose(numpy(shared["aux"]["paragraph_attention"]),
+                               numpy(repeated["aux"]["paragraph_attention"]), atol=1e-5)
+
+
 @pytest.mark.jax_slow  # 43 s under JAX (compiles whole searches): the slow set's JAX pass
 def test_discourse_summarizer_decodes_over_extended_vocabulary():
     keras.utils.set_random_seed(3)

@@ -7,6 +7,9 @@
 - `assert_beam_cache_step_matches_call`: the same with `beam_cache`'s
   K hypotheses per example (different targets), eager and jit-compiled on
   both backends.
+- `assert_beam_cache_shares_the_memory`: `beam_cache` keeps one copy of
+  each example's memory for its K hypotheses, and its steps (logits and
+  aux) equal those on the memory repeated K times.
 - `assert_save_reload`: a `.keras` round trip gives the same outputs.
 - `memorize`: fits a compiled model on a few examples for a number of
   epochs and returns the final masked token accuracy, measured by an
@@ -171,6 +174,40 @@ def assert_beam_cache_step_matches_call(model, inputs, beams=3, atol=1e-5, seed=
             to_numpy(stepped)[real], full[real], atol=atol, rtol=1e-5, err_msg=name
         )
     _, static = run(source, ops.convert_to_tensor(targets))
+    return static
+
+
+def assert_beam_cache_shares_the_memory(model, inputs, beams=3, atol=1e-5,
+                                        shared_keys=("memory", "cross_caches")):
+    """`beam_cache(memory, S, K)` keeps `shared_keys` of the static cache
+    with B rows (one copy per example, not B·K), its steps equal teacher
+    forcing on the repeated source (`assert_beam_cache_step_matches_call`),
+    and every step's logits and aux equal (to `atol`) those of the same
+    steps on the memory repeated K times (`Summarizer.beam_cache`, the
+    reference), with the aux rows following the B·K hypotheses."""
+    from keras_hsum.models.summarizer import Summarizer
+
+    static = assert_beam_cache_step_matches_call(model, inputs, beams=beams, atol=atol)
+    batch = int(np.shape(inputs["decoder_tokens"])[0])
+    for key in shared_keys:
+        assert tuple(static[key].shape)[0] == batch, (key, tuple(static[key].shape))
+    targets = np.repeat(np.asarray(inputs["decoder_tokens"]), beams, axis=0)
+    length = targets.shape[1]
+    memory = model.encode({k: v for k, v in inputs.items() if k != "decoder_tokens"})
+    shared = model.beam_cache(memory, length, beams)
+    repeated = Summarizer.beam_cache(model, memory, length, beams)
+    assert tuple(repeated[0][shared_keys[0]].shape)[0] == batch * beams
+    for index in range(length):
+        ids = ops.convert_to_tensor(targets[:, index])
+        logits, shared, aux = model.step(ids, index, shared)
+        expected_logits, repeated, expected_aux = model.step(ids, index, repeated)
+        np.testing.assert_allclose(to_numpy(logits), to_numpy(expected_logits),
+                                   atol=atol, rtol=1e-5)
+        assert sorted(aux) == sorted(expected_aux)
+        for key in aux:
+            assert to_numpy(aux[key]).shape[0] == batch * beams, key
+            np.testing.assert_allclose(to_numpy(aux[key]), to_numpy(expected_aux[key]),
+                                       atol=atol, rtol=1e-5, err_msg=key)
     return static
 
 

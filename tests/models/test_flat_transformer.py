@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from keras_hsum.models import FlatTransformer
+from model_test_case import assert_beam_cache_shares_the_memory
 from model_test_case import assert_copy_limits
 from model_test_case import assert_save_reload
 from model_test_case import assert_step_matches_call
@@ -36,6 +37,20 @@ def test_step_equals_teacher_forcing():
     inputs = random_inputs()
     assert_step_matches_call(model, inputs)
     assert_step_matches_call_in_graph(model, inputs)
+
+
+def test_beam_cache_shares_the_memory():
+    """K = 3 hypotheses per example read one copy of the memory and of its
+    keys/values; steps equal teacher forcing (eager, jit) and the repeated
+    memory's steps."""
+    assert_beam_cache_shares_the_memory(small_model(), random_inputs(seed=5))
+
+
+def test_copy_beam_cache_shares_the_memory():
+    assert_beam_cache_shares_the_memory(
+        small_model(pointer_generator=True), random_inputs(seed=6),
+        shared_keys=("memory", "cross_caches", "copy_keys"),
+    )
 
 
 def test_hierarchical_input_is_read_flat():

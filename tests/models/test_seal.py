@@ -13,6 +13,7 @@ from keras import ops
 from keras_hsum.models.compressive_abstractive import CompressiveAbstractive
 from keras_hsum.models.seal import SEAL
 from keras_hsum.models.seal import ExtractiveAbstractive
+from model_test_case import assert_beam_cache_shares_the_memory
 from model_test_case import assert_save_reload
 from model_test_case import assert_beam_cache_step_matches_call
 from model_test_case import assert_step_matches_call
@@ -286,6 +287,25 @@ def test_ca_step_equals_teacher_forcing():
     model = ca()
     inputs = random_inputs()
     assert_step_matches_call(model, inputs)
+
+
+@pytest.mark.parametrize("make", [ea, ca], ids=["ea", "ca"])
+def test_beam_cache_shares_the_memory(make):
+    """EA's selected snippets and CA's compressed memory: one copy per
+    example for K = 3 hypotheses; steps (logits, aux) equal the repeated
+    memory's and teacher forcing (eager, jit)."""
+    assert_beam_cache_shares_the_memory(make(), random_inputs(seed=9, target=6))
+
+
+def test_seal_beam_cache_repeats_the_memory():
+    """SEAL's hypotheses re-select their own snippets: its beam cache keeps
+    the per-hypothesis selection (B·K rows)."""
+    model, inputs = changing_seal()
+    model(inputs)
+    memory = model.encode({k: v for k, v in inputs.items() if k != "decoder_tokens"})
+    static, state = model.beam_cache(memory, 11, 2)
+    assert tuple(state["cross_caches"].shape)[0] == 4
+    assert tuple(static["snippets"].shape)[0] == 4
 
 
 def test_ca_compressed_vectors_only_see_their_group():
