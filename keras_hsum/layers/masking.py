@@ -55,3 +55,23 @@ def masked_softmax(scores, mask=None, axis=-1):
     )
     weights = ops.softmax(filled, axis=axis)
     return weights * ops.cast(mask, weights.dtype)
+
+
+def fold_rows(x, memory):
+    """`(x folded [B,K·S,...], N)`: the N = B·K rows of `x` [N,S,...] that
+    read the B examples of `memory` (row b·K + k reads example b, as a
+    search's `beam_cache` shares one copy of the memory among K
+    hypotheses), folded into the query axis so that attention reads the
+    memory once per example; `x` itself (and N) when N = B is known."""
+    rows, examples = x.shape[0], memory.shape[0]
+    if rows is not None and examples is not None and rows == examples:
+        return x, rows
+    rows = ops.shape(x)[0]
+    return ops.reshape(x, (ops.shape(memory)[0], -1, *ops.shape(x)[2:])), rows
+
+
+def unfold_rows(x, rows):
+    """`fold_rows`' inverse: [B,K·S,...] → [N,S,...] for N = `rows`."""
+    if x.shape[0] is not None and isinstance(rows, int) and x.shape[0] == rows:
+        return x
+    return ops.reshape(x, (rows, -1, *ops.shape(x)[2:]))

@@ -20,7 +20,13 @@ class BartComputation:
     """How a `keras_hub.models.BartBackbone` encodes and decodes: learned
     positions, embedding LayerNorm, post-norm `TransformerEncoder` /
     `TransformerDecoder` layers, the tied embedding as LM head. Reads the
-    backbone's layers; holds no weights of its own."""
+    backbone's layers; holds no weights of its own.
+
+    `shares_memory`: its cached decoder step lets the K hypotheses of an
+    example read one copy of the memory's keys and values
+    (`run_cached_decoder_layers`)."""
+
+    shares_memory = True
 
     def __init__(self, backbone):
         self.backbone = backbone
@@ -104,6 +110,10 @@ class T5Computation:
         self.backbone = backbone
         self.head_dim = int(backbone.key_value_dim or backbone.hidden_dim // backbone.num_heads)
         self.max_sequence_length = None  # relative positions: no limit
+
+    # keras-hub's T5 attention reads one memory row per query row: the K
+    # hypotheses of an example read K copies of its keys and values.
+    shares_memory = False
 
     def encoder_layers(self):
         """The layers only the encoder uses (not the shared token embedding)."""
@@ -387,13 +397,16 @@ class BackboneSummarizer(Summarizer):
         return static, state
 
     def beam_cache(self, memory, max_length, beam_size):
-        """As `Summarizer.beam_cache` (row b·K + k is hypothesis k of example
-        b), projecting the cross-attention keys and values once per example
-        before repeating them K times."""
+        """The cache of K = `beam_size` hypotheses per example (row b·K + k
+        is hypothesis k of example b): the cross-attention keys and values
+        are projected once per example; with BART the K hypotheses share
+        that one copy (the step folds their queries into one axis), with T5
+        it is repeated K times. The self-attention caches have B·K rows."""
         K = int(beam_size)
         static, _ = self.initial_cache(memory, max_length)
-        static = keras.tree.map_structure(lambda x: ops.repeat(x, K, axis=0), static)
-        batch = ops.shape(static["memory"])[0]
+        if not self.computation.shares_memory:
+            static = keras.tree.map_structure(lambda x: ops.repeat(x, K, axis=0), static)
+        batch = ops.shape(memory["memory"])[0] * K
         state = {"self_caches": self._empty_self_attention_caches(batch, max_length)}
         return static, state
 

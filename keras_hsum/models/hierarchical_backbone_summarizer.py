@@ -12,6 +12,8 @@ from keras_hsum.features import PARAGRAPH_MASK
 from keras_hsum.features import TOKEN_MASK
 from keras_hsum.features import TOKENS
 from keras_hsum.layers.global_transformer_layer import GlobalTransformerLayer
+from keras_hsum.layers.masking import fold_rows
+from keras_hsum.layers.masking import unfold_rows
 from keras_hsum.layers.multi_head_pooling import MultiHeadPooling
 from keras_hsum.layers.parallel_cross_attention import ParallelCrossAttention
 from keras_hsum.layers.residual_gate import ResidualGate
@@ -258,8 +260,12 @@ class HierarchicalBackboneSummarizer(BackboneSummarizer):
             return None
 
         def between(i, x):
+            # K hypotheses per memory example (rows b·K + k, `beam_cache`):
+            # their queries are folded into one axis [B,K·S,D], so the
+            # memory is read once for all of them.
+            folded, rows = fold_rows(x, memory["word_memory"])
             update, attention = self.paragraph_cross_attentions[i](
-                x,
+                folded,
                 memory["word_memory"],
                 memory["paragraph_memory"],
                 token_mask=memory[TOKEN_MASK],
@@ -267,8 +273,8 @@ class HierarchicalBackboneSummarizer(BackboneSummarizer):
                 training=training,
                 memory_cache=None if caches is None else caches[i],
             )
-            attentions.append(ops.cast(attention, "float32"))
-            return self.paragraph_gates[i](x, update)
+            attentions.append(ops.cast(unfold_rows(attention, rows), "float32"))
+            return self.paragraph_gates[i](x, unfold_rows(update, rows))
 
         return between
 
@@ -315,8 +321,9 @@ class HierarchicalBackboneSummarizer(BackboneSummarizer):
         return static, state
 
     def step(self, ids, index, cache):
-        """One token: `(ids int [B], index, cache) → (logits float32 [B,V],
-        cache, aux)`; aux `"paragraph_attention"` float32 [B,P]."""
+        """One token: `(ids int [N], index, cache) → (logits float32 [N,V],
+        cache, aux)`; aux `"paragraph_attention"` float32 [N,P]. N = B, or
+        B·K with `beam_cache` (row b·K + k reads example b of the memory)."""
         static = cache[0]
         attentions = []
         logits, cache = self._decode_step(
@@ -328,7 +335,9 @@ class HierarchicalBackboneSummarizer(BackboneSummarizer):
             for other in attentions[1:]:
                 attention = attention + other[:, 0]
         else:
-            attention = ops.zeros(ops.shape(static[PARAGRAPH_MASK]), "float32")
+            attention = ops.zeros(
+                (ops.shape(ids)[0], ops.shape(static[PARAGRAPH_MASK])[1]), "float32"
+            )
         return logits, cache, {"paragraph_attention": attention}
 
     def get_config(self):

@@ -178,17 +178,23 @@ def assert_beam_cache_step_matches_call(model, inputs, beams=3, atol=1e-5, seed=
 
 
 def assert_beam_cache_shares_the_memory(model, inputs, beams=3, atol=1e-5,
-                                        shared_keys=("memory", "cross_caches")):
+                                        shared_keys=("memory", "cross_caches"),
+                                        teacher_forcing=True):
     """`beam_cache(memory, S, K)` keeps `shared_keys` of the static cache
     with B rows (one copy per example, not B·K), its steps equal teacher
-    forcing on the repeated source (`assert_beam_cache_step_matches_call`),
-    and every step's logits and aux equal (to `atol`) those of the same
-    steps on the memory repeated K times (`Summarizer.beam_cache`, the
-    reference), with the aux rows following the B·K hypotheses."""
+    forcing on the repeated source (`assert_beam_cache_step_matches_call`,
+    eager and jit; skipped with `teacher_forcing=False`), and every step's
+    logits and aux equal (to `atol`) those of the same eager steps on the
+    memory repeated K times (`Summarizer.beam_cache`, the reference), with
+    the aux rows following the B·K hypotheses."""
     from keras_hsum.models.summarizer import Summarizer
 
-    static = assert_beam_cache_step_matches_call(model, inputs, beams=beams, atol=atol)
     batch = int(np.shape(inputs["decoder_tokens"])[0])
+    if teacher_forcing:
+        static = assert_beam_cache_step_matches_call(model, inputs, beams=beams, atol=atol)
+    else:
+        memory = model.encode({k: v for k, v in inputs.items() if k != "decoder_tokens"})
+        static = model.beam_cache(memory, np.shape(inputs["decoder_tokens"])[1], beams)[0]
     for key in shared_keys:
         assert tuple(static[key].shape)[0] == batch, (key, tuple(static[key].shape))
     targets = np.repeat(np.asarray(inputs["decoder_tokens"]), beams, axis=0)
@@ -196,7 +202,8 @@ def assert_beam_cache_shares_the_memory(model, inputs, beams=3, atol=1e-5,
     memory = model.encode({k: v for k, v in inputs.items() if k != "decoder_tokens"})
     shared = model.beam_cache(memory, length, beams)
     repeated = Summarizer.beam_cache(model, memory, length, beams)
-    assert tuple(repeated[0][shared_keys[0]].shape)[0] == batch * beams
+    for key in shared_keys:
+        assert tuple(repeated[0][key].shape)[0] == batch * beams, key
     for index in range(length):
         ids = ops.convert_to_tensor(targets[:, index])
         logits, shared, aux = model.step(ids, index, shared)

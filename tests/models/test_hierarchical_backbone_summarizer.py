@@ -11,6 +11,7 @@ from keras_hsum.decoding import beam_search
 from keras_hsum.layers import ResidualGate
 from keras_hsum.models import BackboneSummarizer
 from keras_hsum.models import HierarchicalBackboneSummarizer
+from model_test_case import assert_beam_cache_shares_the_memory
 from model_test_case import assert_beam_cache_step_matches_call
 from model_test_case import assert_save_reload
 from model_test_case import assert_step_matches_call
@@ -141,6 +142,23 @@ def test_step_equals_teacher_forcing(opened):
     inputs = paragraph_inputs(seed=2)
     assert_step_matches_call(opened, inputs, atol=1e-5)
     assert_step_matches_call_in_graph(opened, inputs, atol=1e-5)
+
+
+def test_bart_beams_share_the_memory_and_t5_beams_repeat_it(preset, opened):
+    """With BART the K hypotheses read one copy of the memory and of the
+    keys/values of its decoder's cross attention and of the parallel cross
+    attention; keras-hub's T5 attention needs them repeated K times. Either
+    way each eager step's logits and paragraph attention equal those on the
+    memory repeated K times (teacher forcing under jit: the slow test below
+    and test_backbone_summarizer)."""
+    inputs = paragraph_inputs(seed=8)
+    bart = type(preset[0]).__name__ == "BartBackbone"
+    static = assert_beam_cache_shares_the_memory(
+        opened, inputs, beams=3, teacher_forcing=False,
+        shared_keys=("memory", "cross_caches", "word_memory") if bart else ())
+    expected = 2 if bart else 6
+    assert tuple(static["cross_caches"].shape)[0] == expected
+    assert tuple(static["paragraph_caches"][0]["word_key"].shape)[0] == expected
 
 
 @pytest.mark.slow
