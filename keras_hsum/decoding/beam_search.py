@@ -471,7 +471,7 @@ def beam_search(
     default the memory of `model.encode(inputs)` repeated K times along
     axis 0 (row b·K + k) and `model.initial_cache(memory, max_length)`;
     models that share one memory row among the K hypotheses of an example
-    (PHT, and FT, HT, EA and CA on `TransformerSummaryDecoder`) keep it
+    (PHT; FT, HT, EA and CA on `TransformerSummaryDecoder`; BART backbones) keep it
     [B,...]. The static part of the cache is never reordered, every leaf of the state
     dict is gathered when beams are reordered (SEAL's segment re-selection
     inside `step` therefore follows its beam).

@@ -9,6 +9,8 @@ from keras_hub.layers import CachedMultiHeadAttention
 from keras_hsum.layers.input_checks import check_dims
 from keras_hsum.layers.input_checks import check_rank
 from keras_hsum.layers.masking import as_bool_mask
+from keras_hsum.layers.masking import fold_rows
+from keras_hsum.layers.masking import unfold_rows
 from keras_hsum.layers.parallel_cross_attention import ParallelCrossAttention
 
 
@@ -381,11 +383,7 @@ class PHTDecoderLayer(keras.layers.Layer):
         # K hypotheses per memory example (rows b·K + k), the K rows are
         # folded into the query axis [B, K·S, D] so that the memory is read
         # once for all of them (every query position attends independently).
-        rows, examples = x.shape[0], word_memory.shape[0]
-        fold = rows is None or examples is None or rows != examples
-        if fold:
-            rows = ops.shape(x)[0]
-            x = ops.reshape(x, (ops.shape(word_memory)[0], -1, self.hidden_dim))
+        x, rows = fold_rows(x, word_memory)
         x, paragraph_attention = self.cross_attention(
             x,
             word_memory,
@@ -395,11 +393,8 @@ class PHTDecoderLayer(keras.layers.Layer):
             training=training,
             memory_cache=memory_cache,
         )
-        if fold:
-            x = ops.reshape(x, (rows, -1, self.hidden_dim))
-            paragraph_attention = ops.reshape(
-                paragraph_attention, (rows, -1, ops.shape(word_memory)[1])
-            )
+        x = unfold_rows(x, rows)
+        paragraph_attention = unfold_rows(paragraph_attention, rows)
 
         # Part III: feed-forward network.
         hidden = self.feedforward_output_dense(
