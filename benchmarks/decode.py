@@ -211,7 +211,33 @@ def eager_loop(model, inputs, length=LENGTH):
     return decode
 
 
+def step_floor(model, inputs, length=LENGTH):
+    """Not a search: `encode`, `beam_cache` and `length` calls of
+    `model.step` for the B·K hypotheses, each row fed its own argmax, in one
+    jit-compiled function. The least time any search driving this step
+    can take, so method seconds ÷ floor seconds bounds how much faster
+    than that method any search on this step can be."""
+    import tensorflow as tf
+
+    @tf.function(jit_compile=True)
+    def decode(inputs):
+        static, state = model.beam_cache(model.encode(inputs), length, BEAMS)
+        rows = tf.shape(inputs["tokens"])[0] * BEAMS
+
+        def body(index, ids, state):
+            logits, (_, state), _ = model.step(ids, index, (static, state))
+            return index + 1, tf.cast(tf.argmax(logits, -1), "int32"), state
+
+        _, ids, _ = tf.while_loop(lambda i, *_: i < length, body,
+                                  (tf.constant(0), tf.fill([rows], model.bos_id), state))
+        return ids
+
+    return decode
+
+
+FLOOR = "model.step alone, no search (jit)"
 METHODS = (("keras_hsum beam_search (jit)", ours),
+           (FLOOR, step_floor),
            ("keras-hub BeamSampler (jit)", keras_hub_beam),
            ("tf-models sequence_beam_search (jit)", tf_models_beam),
            ("eager Python loop", eager_loop))
@@ -258,9 +284,13 @@ def time_methods(model, inputs, methods, repeats, eager_repeats, length=LENGTH, 
         print(f"{prefix}{name:40s} {batch / seconds:8.3f} seq/s  ({seconds:.3f} s/batch, "
               f"{1000 * seconds / length:.1f} ms/step, first call {compile_s:.1f} s)", flush=True)
     ours_rate = rows[0].get("sequences_per_second")
+    floor = next((row["seconds_per_batch"] for row in rows
+                  if row["method"] == FLOOR and "seconds_per_batch" in row), None)
     for row in rows:
         if ours_rate and "sequences_per_second" in row:
             row["ours_speedup"] = ours_rate / row["sequences_per_second"]
+        if floor and "seconds_per_batch" in row:
+            row["over_floor"] = row["seconds_per_batch"] / floor
     return rows
 
 
@@ -323,7 +353,8 @@ def step_seconds(model, static, state, steps, repeats):
             logits, (_, state), _ = model.step(ids, index, (static, state))
             return index + 1, tf.cast(tf.argmax(logits, -1), "int32"), state
 
-        ids = tf.fill([BEAMS], model.bos_id)
+        rows = tf.shape(tf.nest.flatten(state)[0])[0]  # B·K hypotheses
+        ids = tf.fill([rows], model.bos_id)
         _, ids, _ = tf.while_loop(lambda i, *_: i < steps, body, (tf.constant(0), ids, state))
         return ids
 
@@ -460,15 +491,84 @@ def commit():
         return "unknown"
 
 
-def paper_sizes(args, save=None):
-    """Every method on each paper's model (untrained), batch 1 and 8; calls
-    `save(partial result)` after each model, so a cut-off run keeps its rows."""
+def paper_model(recipe, changes, vocabulary):
+    """`(model, options)`: the recipe's `paper` model, untrained and built."""
     import dataclasses
+
+    from keras_hsum import recipes
+
+    module = recipes.get(recipe)
+    config = dataclasses.replace(module.CONFIGS["paper"], **changes)
+    vocabulary = vocabulary or config.vocabulary_size
+    model = called(module.build_model(config, vocabulary), vocabulary)
+    return model, config, vocabulary
+
+
+# --sharing: the models whose K beams can share one copy of the memory
+SHARING_MODELS = ("flat", "ht", "pht")
+
+
+def sharing(args):
+    """Step time with the K beams of an example sharing one copy of the
+    memory and its keys/values (`model.beam_cache`) against the memory
+    repeated K times (`Summarizer.beam_cache`), at paper size, batch 1 and 8;
+    and one whole `beam_search` each way at batch 8."""
     import datetime
 
     import tensorflow as tf
 
-    from keras_hsum import recipes
+    from keras_hsum.models.summarizer import Summarizer
+
+    rows = []
+    for name, recipe, changes, paragraphs, tokens, vocabulary in PAPER_SIZES:
+        if recipe not in (args.paper_models.split(",") if args.paper_models else SHARING_MODELS):
+            continue
+        model, _, vocabulary = paper_model(recipe, changes, vocabulary)
+        for batch in PAPER_BATCHES:
+            inputs = {k: tf.constant(v) for k, v in
+                      paper_inputs(vocabulary, paragraphs, tokens, batch=batch).items()}
+            memory = model.encode(inputs)
+            row = {"model": name, "batch": batch, "memory_tokens": paragraphs * tokens}
+            for way, cache in (("repeated", Summarizer.beam_cache),
+                               ("shared", type(model).beam_cache)):
+                static, state = cache(model, memory, LENGTH, BEAMS)
+                row[way] = step_seconds(model, static, state, args.steps, args.repeats)
+                print(f"{name} batch {batch} {way:8s} {1000 * row[way]:8.2f} ms/step", flush=True)
+            row["repeated_over_shared"] = row["repeated"] / row["shared"]
+            rows.append(row)
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": commit(), "beams": BEAMS, "steps_per_timing": args.steps,
+        "repeats": args.repeats, "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
+        "rows": rows,
+    }
+
+
+def sharing_lines(result):
+    lines = ["## Beams sharing the memory (issue 47, item 1)", "",
+             f"Each model at paper size (as the paper-size rows below), untrained; beam "
+             f"{result['beams']}; one step = a `tf.function(jit_compile=True)` loop of "
+             f"{result['steps_per_timing']} `model.step`s ÷ {result['steps_per_timing']}, median "
+             f"of {result['repeats']}; *repeated*: the memory and its keys/values repeated K "
+             "times (`Summarizer.beam_cache`), *shared*: one copy per example, the K beams' "
+             f"queries folded into one axis (`model.beam_cache`). {result['date']}, "
+             f"{result['machine']}, load average after {result['load_average_after']}.", "",
+             "| model | batch | memory tokens | repeated ms/step | shared ms/step | "
+             "repeated ÷ shared |", "|---|---|---|---|---|---|"]
+    for row in result["rows"]:
+        lines.append(f"| {row['model']} | {row['batch']} | {row['memory_tokens']:,} | "
+                     f"{1000 * row['repeated']:.1f} | {1000 * row['shared']:.1f} | "
+                     f"{row['repeated_over_shared']:.2f}× |")
+    return lines
+
+
+def paper_sizes(args, save=None):
+    """Every method on each paper's model (untrained), batch 1 and 8; calls
+    `save(partial result)` after each model, so a cut-off run keeps its rows."""
+    import datetime
+
+    import tensorflow as tf
 
     sizes = QUICK_SIZES if args.quick else PAPER_SIZES
     length = QUICK_LENGTH if args.quick else LENGTH
@@ -487,10 +587,8 @@ def paper_sizes(args, save=None):
     for name, recipe, changes, paragraphs, tokens, vocabulary in sizes:
         if args.paper_models and recipe not in args.paper_models.split(","):
             continue
-        module = recipes.get(recipe)
-        config = dataclasses.replace(module.CONFIGS["paper"], **changes)
-        vocabulary = args.paper_vocabulary or vocabulary or config.vocabulary_size
-        model = called(module.build_model(config, vocabulary), vocabulary)
+        model, config, vocabulary = paper_model(recipe, changes,
+                                                args.paper_vocabulary or vocabulary)
         options = {k: v for k, v in model.get_config().items()
                    if isinstance(v, (int, float, str, bool)) and k not in ("name", "trainable")}
         models[name] = {"recipe": recipe, "config": "paper", "changes": changes,
@@ -501,7 +599,8 @@ def paper_sizes(args, save=None):
         for batch in batches:
             inputs = {k: tf.constant(v) for k, v in
                       paper_inputs(vocabulary, paragraphs, tokens, batch=batch).items()}
-            methods = METHODS if batch in eager_batches else METHODS[:3]
+            methods = METHODS if batch in eager_batches else [
+                method for method in METHODS if method[1] is not eager_loop]
             if args.repeated_peers:  # ours again, for ratios measured in the same run
                 methods = (("keras_hsum beam_search (jit, beside the ×K peers)", ours),
                            *REPEATED_PEERS)
@@ -509,7 +608,7 @@ def paper_sizes(args, save=None):
                                     length, prefix=f"{name} batch {batch}: "):
                 rows.append(dict(row, model=name, batch=batch, date=result["date"]))
             if batch not in eager_batches and not args.repeated_peers:
-                rows.append({"method": METHODS[3][0], "model": name, "batch": batch,
+                rows.append({"method": "eager Python loop", "model": name, "batch": batch,
                              "skipped": f"run at batch {batches[0]} only (time budget)"})
         models[name]["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
         result["total_seconds"] = time.perf_counter() - started
@@ -551,26 +650,36 @@ def paper_lines(result):
             f" (config: {own:,})" if own != info["vocabulary_size"] else "")
         lines.append(f"| {name} | {info['memory_tokens']:,} | {vocabulary} | "
                      f"{info['parameters'] / 1e6:.1f} M |")
-    lines += ["", "| model | batch | method | sequences/s | ms/step | first call (s) | ours ÷ method |",
-              "|---|---|---|---|---|---|---|"]
+    lines += ["", "| model | batch | method | sequences/s | ms/step | first call (s) | ours ÷ method "
+              "| method s ÷ floor s |", "|---|---|---|---|---|---|---|---|"]
     for row in result["rows"]:
         head = f"| {row['model']} | {row['batch']} | {short(row['method'])} | "
         if "sequences_per_second" in row:
             lines.append(head + f"{row['sequences_per_second']:.3f} | {row['ms_per_step']:.1f} | "
                          f"{row['first_call_seconds']:.1f} | "
-                         + (f"{row['ours_speedup']:.2f}× |" if "ours_speedup" in row else "|"))
+                         + (f"{row['ours_speedup']:.2f}× |" if "ours_speedup" in row else "|")
+                         + (f" {row['over_floor']:.2f}× |" if "over_floor" in row else " |"))
         else:
-            lines.append(head + f"{row.get('error') or row.get('skipped')} | | | |")
+            lines.append(head + f"{row.get('error') or row.get('skipped')} | | | | |")
     keys, peers = {}, []
     for row in result["rows"]:
         keys.setdefault((row["model"], row["batch"]), {})[short(row["method"])] = row
-        if not row["method"].startswith("keras_hsum") and short(row["method"]) not in peers:
+        if (not row["method"].startswith("keras_hsum") and row["method"] != FLOOR
+                and short(row["method"]) not in peers):
             peers.append(short(row["method"]))
-    lines += ["", "| model | batch | " + " | ".join(f"ours ÷ {p}" for p in peers) + " |",
+    lines += ["", "ours ÷ a peer: how much faster ours ran; in brackets, that peer's seconds ÷ "
+              "the floor's (`model.step` alone, no search): the most any search driving the same "
+              "step could gain over that peer.", "",
+              "| model | batch | " + " | ".join(f"ours ÷ {p} [bound]" for p in peers) + " |",
               "|---|---|" + "---|" * len(peers)]
     for (name, batch), by in keys.items():
-        cells = [f"{by[m]['ours_speedup']:.2f}×" if "ours_speedup" in by.get(m, {}) else "n/a"
-                 for m in peers]
+        cells = []
+        for m in peers:
+            row = by.get(m, {})
+            cell = f"{row['ours_speedup']:.2f}×" if "ours_speedup" in row else "n/a"
+            if "over_floor" in row:
+                cell += f" [{row['over_floor']:.2f}×]"
+            cells.append(cell)
         lines.append(f"| {name} | {batch} | " + " | ".join(cells) + " |")
     return lines
 
@@ -630,6 +739,8 @@ def write(result, echo=True):
     lines = method_lines(result) if "rows" in result else ["# Decoding speed"]
     if "memory_sizes" in result:
         lines += [""] + memory_lines(result["memory_sizes"])
+    if "sharing" in result:
+        lines += [""] + sharing_lines(result["sharing"])
     for key in ("paper_sizes", "paper_sizes_quick"):
         if key in result:
             lines += [""] + paper_lines(result[key])
@@ -654,6 +765,9 @@ def main():
                         help="steps per timed loop with --memory-sizes")
     parser.add_argument("--decode-repeats", type=int, default=1,
                         help="timed whole decodes per variant with --memory-sizes")
+    parser.add_argument("--sharing", action="store_true",
+                        help="step time with the beams sharing the memory against it "
+                             "repeated K times, at paper size (flat, HT, PHT; --paper-models)")
     parser.add_argument("--paper-sizes", action="store_true",
                         help="every method on each paper's model size (see above)")
     parser.add_argument("--quick", action="store_true",
@@ -686,6 +800,12 @@ def main():
             write(result, echo=False)
 
         paper_sizes(args, save)
+        return
+
+    if args.sharing:
+        result = stored()
+        result["sharing"] = sharing(args)
+        write(result)
         return
 
     if args.memory_sizes:
