@@ -2,7 +2,7 @@
 # Runs the test suite in the project's virtual environment (created if needed).
 #   bash scripts/test.sh          default suite: TensorFlow backend, and the
 #                                 backend-agnostic tests again under JAX
-#                                 (about 11.5 minutes on CI's 2 cores)
+#                                 (about 19 minutes on CI's 2 cores)
 #   bash scripts/test.sh slow     the tests marked `slow` (long trainings,
 #                                 memorisation, clusters) under TensorFlow,
 #                                 and the backend-agnostic `slow` and
