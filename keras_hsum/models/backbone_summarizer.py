@@ -87,7 +87,6 @@ class BartComputation:
             self.backbone.decoder_transformer_layers,
             self._embed(tokens, start_index=index),
             index,
-            memory,
             memory_mask,
             self_caches,
             cross_caches,

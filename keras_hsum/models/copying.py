@@ -16,6 +16,8 @@ loss and every search take both (log-softmax is idempotent).
 from keras import ops
 
 from keras_hsum.layers.copy_attention import CopyAttention
+from keras_hsum.layers.masking import fold_rows
+from keras_hsum.layers.masking import unfold_rows
 from keras_hsum.layers.pointer_generator import PointerGenerator
 
 # The floor of P(w) before its log (as in DiscourseSummarizer).
@@ -47,21 +49,33 @@ def copy_log_probabilities(
 ):
     """log P(w) of the pointer-generator mixture.
 
+    The N rows of the decoder side (`logits`, `hidden`, `decoder_inputs`,
+    `paragraph_weights`) may be N = B·K hypotheses sharing the B examples of
+    the source side (`memory`, `source_ids`, `token_mask`, `keys`): row
+    b·K + k reads example b, as a search's `beam_cache` shares one copy of
+    the memory. The K rows are folded into the query axis
+    (`masking.fold_rows`), so the memory is read once per example.
+
     Args:
         model: a model with `copy_attention` and `copy_switch` sublayers.
-        logits: float [B,S,V], the decoder's vocabulary logits.
-        hidden: float [B,S,D], the final decoder states h_s.
-        decoder_inputs: float [B,S,D], the embedded decoder inputs x_s.
+        logits: float [N,S,V], the decoder's vocabulary logits.
+        hidden: float [N,S,D], the final decoder states h_s.
+        decoder_inputs: float [N,S,D], the embedded decoder inputs x_s.
         memory: float [B,P,T,D], the source token states.
         source_ids: int [B,P,T], the source token ids (the words copied).
         token_mask: bool [B,P,T].
-        paragraph_weights: optional float [B,S,P] (hierarchical copying).
+        paragraph_weights: optional float [N,S,P] (hierarchical copying).
         keys: optional precomputed `copy_attention.project_keys(memory)`.
 
     Returns:
-        `(log_probabilities float32 [B,S,V], attention float32 [B,S,P,T],
-        p_gen float32 [B,S,1])`.
+        `(log_probabilities float32 [N,S,V], attention float32 [N,S,P,T],
+        p_gen float32 [N,S,1])`.
     """
+    hidden, rows = fold_rows(hidden, memory)
+    logits, _ = fold_rows(logits, memory)
+    decoder_inputs, _ = fold_rows(decoder_inputs, memory)
+    if paragraph_weights is not None:
+        paragraph_weights, _ = fold_rows(paragraph_weights, memory)
     attention, context = model.copy_attention(
         hidden,
         memory,
@@ -80,47 +94,5 @@ def copy_log_probabilities(
         token_mask=token_mask,
     )
     log_probabilities = ops.log(ops.maximum(distribution, MIN_PROBABILITY))
-    return log_probabilities, attention, p_gen
+    return tuple(unfold_rows(x, rows) for x in (log_probabilities, attention, p_gen))
 
-
-def shared_memory_copy_log_probabilities(
-    model,
-    logits,
-    hidden,
-    decoder_inputs,
-    memory,
-    source_ids,
-    token_mask,
-    paragraph_weights=None,
-    keys=None,
-):
-    """`copy_log_probabilities` (its first output) where the N = B·K rows
-    of `logits`, `hidden`, `decoder_inputs` and `paragraph_weights` may
-    share the B examples of `memory`, `source_ids`, `token_mask` and `keys`
-    (row b·K + k reads example b; a search's `beam_cache`). The K rows are
-    folded into the query axis, so the memory is read once per example.
-
-    Returns:
-        float32 [N,S,V]: log P(w).
-    """
-    rows, examples = hidden.shape[0], memory.shape[0]
-    fold = rows is None or examples is None or rows != examples
-    if fold:
-        rows = ops.shape(hidden)[0]
-        examples = ops.shape(memory)[0]
-
-        def folded(x):
-            return None if x is None else ops.reshape(x, (examples, -1, ops.shape(x)[-1]))
-
-        logits, hidden, decoder_inputs, paragraph_weights = (
-            folded(x) for x in (logits, hidden, decoder_inputs, paragraph_weights)
-        )
-    log_probabilities, _, _ = copy_log_probabilities(
-        model, logits, hidden, decoder_inputs, memory, source_ids, token_mask,
-        paragraph_weights=paragraph_weights, keys=keys,
-    )
-    if fold:
-        log_probabilities = ops.reshape(
-            log_probabilities, (rows, -1, ops.shape(log_probabilities)[-1])
-        )
-    return log_probabilities

@@ -9,8 +9,8 @@ from keras_hub.layers import SinePositionEncoding
 from keras_hub.layers import TransformerEncoder
 
 from keras_hsum.layers.token_shift import TokenShift
+from keras_hsum.models.copying import copy_log_probabilities
 from keras_hsum.models.copying import make_copy_layers
-from keras_hsum.models.copying import shared_memory_copy_log_probabilities
 from keras_hsum.models.summarizer import Summarizer
 from keras_hsum.models.summarizer import decoder_padding_mask
 from keras_hsum.models.summarizer import rows_per_hypothesis
@@ -126,7 +126,7 @@ class FlatMemorySummarizer(Summarizer):
         logits = self.decoder.logits(hidden)
         if not self.pointer_generator:
             return logits
-        return shared_memory_copy_log_probabilities(
+        log_probabilities, _, _ = copy_log_probabilities(
             self,
             logits,
             hidden,
@@ -136,6 +136,7 @@ class FlatMemorySummarizer(Summarizer):
             memory["memory_mask"][:, None],
             keys=memory.get("copy_keys"),
         )
+        return log_probabilities
 
     def decode(self, decoder_tokens, memory, inputs=None, training=False):
         if not self.decoder.built:
@@ -158,13 +159,18 @@ class FlatMemorySummarizer(Summarizer):
         """`(static, state)`: the memory plus every layer's cross-attention
         keys/values (and, when copying, the copy keys [B,1,M,D]); zeroed
         self-attention caches [B,L,2,max_length,H,Dh]."""
-        batch = ops.shape(memory["memory"])[0]
+        return self._cache(memory, max_length, 1)
+
+    def _cache(self, memory, max_length, beam_size):
+        """`(static, state)` for K = `beam_size` hypotheses per example: the
+        static part once per example, the self-attention caches B·K rows."""
         static = dict(memory)
         static["cross_caches"] = self.decoder.cross_attention_caches(memory["memory"])
         if self.pointer_generator:
             static["copy_keys"] = self.copy_attention.project_keys(
                 memory["memory"][:, None]
             )
+        batch = ops.shape(memory["memory"])[0] * int(beam_size)
         state = {
             "self_caches": self.decoder.empty_self_attention_caches(batch, max_length)
         }
@@ -182,12 +188,7 @@ class FlatMemorySummarizer(Summarizer):
         step then reads K times: see benchmarks/README.md, "beams sharing
         the memory".
         """
-        static, _ = self.initial_cache(memory, max_length)
-        batch = ops.shape(memory["memory"])[0] * int(beam_size)
-        state = {
-            "self_caches": self.decoder.empty_self_attention_caches(batch, max_length)
-        }
-        return static, state
+        return self._cache(memory, max_length, beam_size)
 
     def step(self, ids, index, cache):
         """One position: `ids` int [N] at `index` → logits float32 [N,V'].

@@ -16,6 +16,7 @@ from keras_hsum.features import TOKENS
 from keras_hsum.features import TOKEN_MASK
 from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.masking import as_bool_mask
+from keras_hsum.layers.masking import fold_rows
 from keras_hsum.layers.masking import masked_softmax
 from keras_hsum.layers.token_shift import TokenShift
 from keras_hsum.models.copying import make_copy_layers
@@ -265,10 +266,7 @@ class HierarchicalTransformer(FlatMemorySummarizer):
         [N,1,D] (N = B·K rows, row b·K + k reading example b), `keys`
         [B,M,H,Dh], masks [B,M] and [B,P]."""
         query = layer._cross_attention_layer._query_dense(query_input)  # [N,1,H,Dh]
-        rows = ops.shape(query)[0]
-        examples = ops.shape(keys)[0]
-        heads, size = query.shape[2], query.shape[3]
-        query = ops.reshape(query, (examples, -1, heads, size))  # [B,K,H,Dh]
+        query, rows = fold_rows(query, keys)  # [B,K,H,Dh]
         scores = ops.einsum(
             "bshk,bmhk->bhsm", ops.cast(query, "float32"), ops.cast(keys, "float32")
         ) / math.sqrt(self.hidden_dim // self.num_heads)

@@ -14,8 +14,8 @@ from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.multi_head_pooling import MultiHeadPooling
 from keras_hsum.layers.pht_decoder_layer import PHTDecoderLayer
 from keras_hsum.layers.token_shift import TokenShift
+from keras_hsum.models.copying import copy_log_probabilities
 from keras_hsum.models.copying import make_copy_layers
-from keras_hsum.models.copying import shared_memory_copy_log_probabilities
 from keras_hsum.models.summarizer import Summarizer
 from keras_hsum.models.summarizer import decoder_padding_mask
 from keras_hsum.models.summarizer import paragraph_source_masks
@@ -300,7 +300,7 @@ class ParallelHierarchicalTransformer(Summarizer):
             return logits
         # With K hypotheses per memory example (rows b·K + k; `beam_cache`)
         # the copy attention reads the memory once for the K rows.
-        return shared_memory_copy_log_probabilities(
+        log_probabilities, _, _ = copy_log_probabilities(
             self,
             logits,
             hidden,
@@ -311,6 +311,7 @@ class ParallelHierarchicalTransformer(Summarizer):
             paragraph_weights=paragraph_attention,
             keys=memory.get("copy_keys"),
         )
+        return log_probabilities
 
     def decode_with_attention(self, decoder_tokens, memory, training=False):
         """Teacher-forced decoder that also returns the paragraph attention.

@@ -14,6 +14,8 @@ from keras_hub.layers import TransformerDecoder
 
 from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.masking import as_bool_mask
+from keras_hsum.layers.masking import fold_rows
+from keras_hsum.layers.masking import unfold_rows
 
 
 def decoder_cross_attention_caches(decoder_layers, memory):
@@ -47,17 +49,13 @@ def shared_cross_attention(attention, x, cross_cache, memory_mask=None):
         folded into one query axis of length K·S, so the keys and values
         are read once per example, not once per row).
     """
-    query = attention._query_dense(x)  # [N,S,H,Dh]
-    heads, size = query.shape[2], query.shape[3]
-    rows, length = ops.shape(query)[0], ops.shape(query)[1]
-    examples = ops.shape(cross_cache)[0]
-    folded = ops.reshape(query, (examples, -1, heads, size))  # [B,K·S,H,Dh]
+    query, rows = fold_rows(attention._query_dense(x), cross_cache)  # [B,K·S,H,Dh]
     mask = None if memory_mask is None else as_bool_mask(memory_mask)[:, None, :]
     output, _ = attention._compute_attention(
-        query=folded, key=cross_cache[:, 0], value=cross_cache[:, 1],
+        query=query, key=cross_cache[:, 0], value=cross_cache[:, 1],
         attention_mask=mask, training=False,
     )
-    return attention._output_dense(ops.reshape(output, (rows, length, heads, size)))
+    return attention._output_dense(unfold_rows(output, rows))
 
 
 def cached_decoder_layer(layer, x, index, self_cache, cross_cache, memory_mask=None):
@@ -116,7 +114,7 @@ def cached_decoder_layer(layer, x, index, self_cache, cross_cache, memory_mask=N
 
 
 def run_cached_decoder_layers(
-    decoder_layers, x, index, memory, memory_mask, self_caches, cross_caches, between=None
+    decoder_layers, x, index, memory_mask, self_caches, cross_caches, between=None
 ):
     """Runs keras-hub `TransformerDecoder` layers on `x` [N,S_new,D] at
     position `index` with key/value caches (`cached_decoder_layer`).
@@ -127,9 +125,8 @@ def run_cached_decoder_layers(
             N = B·K (row b·K + k reads example b of the memory; K = 1 when
             the caches were not shared).
         index: int scalar.
-        memory: float [B,M,D] (unused: its keys and values come from
-            `cross_caches`; kept for the callers' signature).
-        memory_mask: bool [B,M] or None.
+        memory_mask: bool [B,M] or None (the memory's keys and values come
+            from `cross_caches`).
         self_caches: float [N,L,2,S_max,H,Dh].
         cross_caches: float [B,L,2,M,H,Dh] (`decoder_cross_attention_caches`).
         between: optional `(i, x) -> x`, run on layer i's output before
@@ -138,7 +135,6 @@ def run_cached_decoder_layers(
     Returns:
         `(hidden [N,S_new,D], self_caches [N,L,2,S_max,H,Dh] updated at index)`.
     """
-    del memory
     updated = []
     for i, layer in enumerate(decoder_layers):
         x, self_cache, _ = cached_decoder_layer(
@@ -347,7 +343,7 @@ class TransformerSummaryDecoder(keras.layers.Layer):
         x = self.embed(tokens, start_index=index)
         memory_mask = None if memory_mask is None else as_bool_mask(memory_mask)
         x, self_caches = run_cached_decoder_layers(
-            self.decoder_layers, x, index, memory, memory_mask, self_caches, cross_caches
+            self.decoder_layers, x, index, memory_mask, self_caches, cross_caches
         )
         return x, self.logits(x), self_caches
 
