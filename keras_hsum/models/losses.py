@@ -8,10 +8,21 @@ from keras import ops
 class LabelSmoothedCrossEntropy(keras.losses.Loss):
     """Token-level cross-entropy with label smoothing, from logits.
 
-    For one position with log-probabilities log p over V classes and label y:
-    loss = (1 − ε)·(−log p_y) + ε·mean_v(−log p_v), i.e. the cross-entropy
-    against the smoothed target (1 − ε)·onehot(y) + ε/V (Szegedy et al.,
-    2016), without materialising the one-hot [B,S,V].
+    For one position with logits z over V classes and label y, log p =
+    z − logsumexp(z) and the loss is the cross-entropy against the smoothed
+    target (1 − ε)·onehot(y) + ε/V (Szegedy et al., 2016):
+
+        (1 − ε)·(−log p_y) + ε·mean_v(−log p_v)
+            = logsumexp(z) − (1 − ε)·z_y − ε·mean_v(z_v).
+
+    The right-hand side is what is computed, in float32 from logits of any
+    float dtype: the logsumexp, the target logit and the mean logit are
+    three reductions over V, so neither the [B,S,V] log-probabilities nor a
+    one-hot or smoothed target is materialised, and the target logit is
+    read through an equality mask (its gradient is elementwise, not a
+    scatter into a [B,S,V] zero tensor). Log-probabilities as `y_pred`
+    (the pointer-generator models') give the same loss, since their
+    logsumexp is 0.
 
     With Keras' default reduction ("sum_over_batch_size") and the target mask
     as `sample_weight`, the batch loss is Σ mask·loss / (B·S): the same
@@ -25,6 +36,16 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         y_true: int [B,S] labels.
         y_pred: float [B,S,V] logits (or log-probabilities).
         sample_weight: float [B,S], the target mask.
+
+    Returns:
+        The reduced loss (float32 [B,S] per position with `reduction=None`).
+
+    Example:
+
+    >>> loss = LabelSmoothedCrossEntropy(0.1)
+    >>> logits = keras.ops.zeros((2, 3, 5))
+    >>> float(loss(keras.ops.zeros((2, 3), "int32"), logits))  # log 5
+    1.6094...
     """
 
     def __init__(
@@ -43,15 +64,16 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         self.label_smoothing = label_smoothing
 
     def call(self, y_true, y_pred):
-        log_probs = ops.log_softmax(ops.cast(y_pred, "float32"), axis=-1)
+        logits = ops.cast(y_pred, "float32")
         labels = ops.cast(y_true, "int32")
-        nll = -ops.squeeze(
-            ops.take_along_axis(log_probs, labels[..., None], axis=-1), axis=-1
+        classes = ops.arange(ops.shape(logits)[-1], dtype="int32")
+        target = ops.sum(
+            ops.where(ops.equal(labels[..., None], classes), logits, 0.0), axis=-1
         )
+        nll = ops.logsumexp(logits, axis=-1) - target
         if not self.label_smoothing:
             return nll
-        smooth = -ops.mean(log_probs, axis=-1)
-        return (1.0 - self.label_smoothing) * nll + self.label_smoothing * smooth
+        return nll - self.label_smoothing * (ops.mean(logits, axis=-1) - target)
 
     def get_config(self):
         config = super().get_config()
