@@ -84,8 +84,10 @@ def load_model(run):
     import keras
 
     import keras_hsum.models  # noqa: F401  (registers the classes)
+    from keras_hsum import run_folder
 
-    return keras.saving.load_model(os.path.join(run, "model.keras"), compile=False)
+    return keras.saving.load_model(run_folder.path(run, run_folder.LAST_CHECKPOINT),
+                                   compile=False)
 
 
 def batch_for(model, config, seed=0):
@@ -815,7 +817,9 @@ def main():
         return
 
     model = load_model(args.run)
-    config_path = os.path.join(args.run, "config.json")
+    from keras_hsum import run_folder
+
+    config_path = run_folder.path(args.run, run_folder.CONFIG)
     config = json.load(open(config_path)).get("config", {}) if os.path.exists(config_path) else {}
     inputs = {k: tf.constant(v) for k, v in batch_for(model, config).items()}
     rows = time_methods(model, inputs, METHODS, args.repeats, args.eager_repeats)

@@ -94,7 +94,7 @@ def latency_main(args):
 
     from keras_hsum.export.cli import load_run
     from keras_hsum.data.structurer import TextStructurer
-    from keras_hsum.export.serving import SearchOptions
+    from keras_hsum.decoding.search_options import SearchOptions
     from keras_hsum.export.serving import SummarizerModule
 
     name, recipe, config, model, vocabulary = load_run(args.run)

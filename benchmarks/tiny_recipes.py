@@ -41,7 +41,9 @@ def child(name, out, minutes):
         # The predictor learns the attention of a trained PHT: the tiny PHT
         # run of this benchmark (train "pht" first).
         teacher = os.path.join(os.path.dirname(out), "pht")
-        if not os.path.exists(os.path.join(teacher, "model.keras")):
+        from keras_hsum import run_folder
+
+        if not os.path.exists(run_folder.path(teacher, run_folder.LAST_CHECKPOINT)):
             raise SystemExit(f"pht_predictor needs the tiny PHT run in {teacher}.")
         config = config.replace(teacher_run=teacher)
 

@@ -60,7 +60,7 @@ def run(out_dir="demo_out", epochs=None, steps_per_epoch=None, example_index=0):
     from keras_hsum.data.corpora import sample_path
     from keras_hsum.data.reader import read_jsonl
     from keras_hsum.evaluation import baselines
-    from keras_hsum.export import cli as export_cli
+    from keras_hsum.export import exporter
     from keras_hsum.training import train
 
     start_all = time.perf_counter()
@@ -99,8 +99,8 @@ def run(out_dir="demo_out", epochs=None, steps_per_epoch=None, example_index=0):
     saved_models = os.path.join(out_dir, "saved_models", RECIPE)
     print(f"[2/4] Exporting a text-in/text-out SavedModel -> {saved_models}")
     start = time.perf_counter()
-    version_path = export_cli.export_run(
-        run_dir, saved_models, options=export_cli.ExportOptions(
+    version_path = exporter.export_run(
+        run_dir, saved_models, recipes=recipes, options=exporter.ExportOptions(
             beam_size=4, block_ngrams=3, block_recent=2, length_alpha=0.6, serving_root=None,
         ),
     )
@@ -113,9 +113,9 @@ def run(out_dir="demo_out", epochs=None, steps_per_epoch=None, example_index=0):
         f"[3/4] Summarizing held-out example {example.id} from its raw text with the "
         "reloaded SavedModel"
     )
-    path, loaded, _ = export_cli.load_saved_model(version_path)
+    path, loaded, _ = exporter.load_saved_model(version_path)
     start = time.perf_counter()
-    outputs = export_cli.summarize_examples(loaded, [example])[0]
+    outputs = exporter.summarize_examples(loaded, [example])[0]
     seconds = time.perf_counter() - start
     summary = outputs["summary"].decode("utf-8") if isinstance(
         outputs["summary"], bytes) else str(outputs["summary"])
@@ -141,7 +141,7 @@ def run(out_dir="demo_out", epochs=None, steps_per_epoch=None, example_index=0):
 
     heatmap = os.path.join(out_dir, "paragraph_attention.png")
     print(f"[4/4] Writing the paragraph-attention heatmap -> {heatmap}")
-    export_cli.write_explanations(heatmap, [example], [outputs])
+    exporter.write_explanations(heatmap, [example], [outputs])
     report["heatmap"] = heatmap
     report["seconds"] = time.perf_counter() - start_all
 

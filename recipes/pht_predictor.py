@@ -23,6 +23,7 @@ import os
 
 import tensorflow as tf
 
+from keras_hsum import run_folder
 from keras_hsum.features import PARAGRAPH_MASK
 from keras_hsum.features import TARGET
 from keras_hsum.features import TOKENS
@@ -36,7 +37,7 @@ from keras_hsum.recipes.base import check_ranking
 
 DEFAULT_DATASET = pht_recipe.DEFAULT_DATASET
 
-TEACHER_VOCABULARY = "vocabulary.model"
+TEACHER_VOCABULARY = run_folder.VOCABULARY
 
 
 @dataclasses.dataclass(frozen=True)

@@ -134,7 +134,7 @@ def test_numbers_out_of_range_are_usage_errors_naming_the_flag(capsys):
 def test_search_options_refuse_sizes_that_cannot_decode():
     import pytest
 
-    from keras_hsum.export.serving import SearchOptions
+    from keras_hsum.decoding.search_options import SearchOptions
 
     for options, message in [
         (dict(max_length=0), "`max_length` must be an int >= 1"),

@@ -43,8 +43,10 @@ def min_length(dataset, run, factor):
     """`factor` x the mean training-reference length in the run's subword tokens."""
     import sentencepiece
 
+    from keras_hsum import run_folder
+
     processor = sentencepiece.SentencePieceProcessor(
-        model_file=os.path.join(run, "vocabulary.model")
+        model_file=run_folder.path(run, run_folder.VOCABULARY)
     )
     lengths = [len(processor.encode(e.summary)) for e in train_examples(dataset)]
     return int(factor * statistics.mean(lengths))
@@ -180,6 +182,8 @@ def evaluate(name):
     split, with the report's "training" entry: the recipe, and per trained
     run (itself or its base, its predictor, the runs it started from) the
     config, budget, time and steps up to the checkpoint used."""
+    from keras_hsum import run_folder
+
     spec = RUN_BY_NAME[name]
     if not spec.evaluate:
         return
@@ -207,9 +211,7 @@ def evaluate(name):
     started_from_best = {RUN_BY_NAME[run].init_from for run in trained
                          if RUN_BY_NAME[run].init_checkpoint == "best"}
     for run in trained:
-        with open(os.path.join(layout.run_folder(run), "history.json"),
-                  encoding="utf-8") as handle:
-            epochs = json.load(handle)["epochs"]
+        epochs = run_folder.read_history(layout.run_folder(run))["epochs"]
         run_spec = RUN_BY_NAME[run]
         checkpoint = checkpoint_of(name if run == (spec.base or name) else run)
         whole = epochs
@@ -223,7 +225,7 @@ def evaluate(name):
         elif checkpoint == "best":
             # The weights used are those of the best validation loss:
             # report the training time and steps that produced them.
-            with open(os.path.join(layout.run_folder(run), "best.json"),
+            with open(run_folder.path(layout.run_folder(run), run_folder.BEST_STATE),
                       encoding="utf-8") as handle:
                 best = json.load(handle)
             # A resumed run re-runs the epoch a time budget cut short, so

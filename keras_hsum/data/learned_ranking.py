@@ -20,12 +20,13 @@ vocabulary: a ranker run with another `vocabulary.model` is refused
 """
 
 import hashlib
-import json
 import os
+
+from keras_hsum import run_folder
 
 RANKER_RECIPE = "ranker"
 RANKER_CLASS = "keras_hsum>ParagraphRanker"
-RUN_FILES = ("config.json", "model.keras", "vocabulary.model")
+RUN_FILES = (run_folder.CONFIG, run_folder.LAST_CHECKPOINT, run_folder.VOCABULARY)
 
 
 def _sha256(data):
@@ -64,23 +65,22 @@ def load_ranker_run(run, vocabulary_proto=None):
             "with rank='learned'."
         )
     run = os.fspath(run)
-    missing = [name for name in RUN_FILES if not os.path.isfile(os.path.join(run, name))]
+    missing = [name for name in RUN_FILES if not os.path.isfile(run_folder.path(run, name))]
     if missing:
         raise ValueError(
             f"ranker_run {run!r} must be a folder written by `keras-hsum train "
             f"--recipe ranker` holding {', '.join(RUN_FILES)}; missing {missing}. "
             "Train the ranker first (or point ranker_run / --ranker-run at its folder)."
         )
-    with open(os.path.join(run, "config.json")) as handle:
-        resolved = json.load(handle)
-    recipe = resolved.get("recipe") if isinstance(resolved, dict) else None
+    resolved = run_folder.read_config(run, flag="ranker_run")
+    recipe = resolved["recipe"]
     if recipe != RANKER_RECIPE:
         raise ValueError(
             f"ranker_run {run!r} must be a {RANKER_RECIPE!r} run; its config.json "
             f"names recipe {recipe!r}. Point it at a `keras-hsum train --recipe "
             "ranker` folder."
         )
-    with open(os.path.join(run, "vocabulary.model"), "rb") as handle:
+    with open(run_folder.path(run, run_folder.VOCABULARY), "rb") as handle:
         ranker_proto = handle.read()
     if vocabulary_proto is not None and ranker_proto != bytes(vocabulary_proto):
         raise ValueError(
@@ -92,7 +92,8 @@ def load_ranker_run(run, vocabulary_proto=None):
             "ranker_run=...` in a new run folder (it then takes the ranker's "
             "vocabulary.model), or train the ranker on the summarizer's vocabulary."
         )
-    model = keras.saving.load_model(os.path.join(run, "model.keras"), compile=False)
+    model = keras.saving.load_model(run_folder.path(run, run_folder.LAST_CHECKPOINT),
+                                    compile=False)
     if not isinstance(model, ranker_class):
         raise ValueError(
             f"ranker_run {run!r}: model.keras holds a {type(model).__name__}, "

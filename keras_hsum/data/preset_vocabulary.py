@@ -52,11 +52,13 @@ import os
 
 import tensorflow as tf
 
+from keras_hsum import run_folder
 from keras_hsum.data.vocabulary import checked_id
 
 # The keras-hub tokenizer classes supported, and how each starts decoding.
 SUPPORTED_TOKENIZERS = ("BartTokenizer", "T5Tokenizer")
-TOKENIZER_CONFIG = "tokenizer.json"
+# The file `save` writes (keras-hub's name), which a run folder's tokenizer/ holds.
+TOKENIZER_CONFIG = run_folder.TOKENIZER_FILE
 
 
 class PresetGraphTokenizer(tf.Module):

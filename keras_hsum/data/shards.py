@@ -34,6 +34,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from keras_hsum import run_folder
 from keras_hsum.checks import check_int
 from keras_hsum.features import EXAMPLE_ID
 from keras_hsum.features import EXAMPLE_ID_FEATURE
@@ -43,7 +44,7 @@ from keras_hsum.features import padded_shape
 from keras_hsum.features import padding_value
 
 SPEC_FILE = "shards.json"
-VOCABULARY_FILE = "vocabulary.model"
+VOCABULARY_FILE = run_folder.VOCABULARY  # as in a run folder
 FORMAT = "keras_hsum.shards/1"
 
 

@@ -193,8 +193,8 @@ def model_system(path, batch_size=8, name=None, verbose=True):
         error, recorded in `info["errors"]` as {id: message}); `info` also
         holds the version folder and the export metadata.
     """
-    from keras_hsum.export.cli import load_saved_model
-    from keras_hsum.export.cli import summarize_examples
+    from keras_hsum.export.exporter import load_saved_model
+    from keras_hsum.export.exporter import summarize_examples
 
     batch_size = check_int("batch_size", batch_size)
     if not os.path.exists(path):

@@ -10,6 +10,8 @@ import time
 import keras
 import numpy as np
 
+from keras_hsum import run_folder
+from keras_hsum.run_folder import read_history
 from keras_hsum.training.checkpoints import epoch_checkpoint_name
 
 
@@ -363,7 +365,7 @@ class EpochCheckpoint(keras.callbacks.Callback):
         # Values are compared as sign · value, lower is better.
         self._sign = 1.0 if CHECKPOINT_MONITORS[monitor] == "min" else -1.0
         self.best = math.inf
-        state = os.path.join(directory, "best.json")
+        state = run_folder.path(directory, run_folder.BEST_STATE)
         if os.path.exists(state):
             with open(state) as file:
                 saved = json.load(file)
@@ -389,7 +391,7 @@ class EpochCheckpoint(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         logs = logs or {}
-        self._save("model.keras")
+        self._save(run_folder.LAST_CHECKPOINT)
         if self.keep_epochs:
             self._save(epoch_checkpoint_name(epoch + 1))
         value = logs.get(self.monitor)
@@ -404,21 +406,12 @@ class EpochCheckpoint(keras.callbacks.Callback):
             return  # no validation this epoch
         if self._sign * float(value) < self.best:
             self.best = self._sign * float(value)
-            self._save("best.keras")
+            self._save(run_folder.BEST_CHECKPOINT)
             _atomic_write_json(
-                os.path.join(self.directory, "best.json"),
+                run_folder.path(self.directory, run_folder.BEST_STATE),
                 {"value": float(value), "epoch": epoch + 1, "monitor": self.monitor,
                  "step": int(np.asarray(self.model.optimizer.iterations))},
             )
-
-
-def read_history(out):
-    """The run folder's `history.json` (one entry per epoch), or no epochs."""
-    path = os.path.join(out, "history.json")
-    if os.path.exists(path):
-        with open(path) as file:
-            return json.load(file)
-    return {"epochs": []}
 
 
 class HistoryWriter(keras.callbacks.Callback):
@@ -448,7 +441,6 @@ class HistoryWriter(keras.callbacks.Callback):
             [e for e in self.history["epochs"] if e["step"] != entry["step"]] + [entry],
             key=lambda e: e["step"],
         )
-        path = os.path.join(self.out, "history.json")
-        with open(f"{path}.tmp", "w") as file:
-            json.dump(self.history, file, indent=1)
-        os.replace(f"{path}.tmp", path)
+        run_folder.write_json(
+            run_folder.path(self.out, run_folder.HISTORY), self.history, indent=1
+        )

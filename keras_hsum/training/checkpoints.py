@@ -26,8 +26,10 @@ import re
 import keras
 import numpy as np
 
+from keras_hsum import run_folder
+
 # The single-file checkpoints of every run folder.
-RUN_CHECKPOINTS = {"last": "model.keras", "best": "best.keras"}
+RUN_CHECKPOINTS = run_folder.CHECKPOINTS
 
 _EPOCH = re.compile(r"epoch-([0-9]+)")
 _EPOCHS = re.compile(r"epochs-([0-9]+)-([0-9]+)")
@@ -37,7 +39,7 @@ ENSEMBLE_SEPARATOR = "+"
 def epoch_checkpoint_name(epoch):
     """The file, under a run folder, that `EpochCheckpoint(keep_epochs=True)`
     writes for the 1-based `epoch`: `epochs/epoch-007.keras`."""
-    return os.path.join("epochs", f"epoch-{int(epoch):03d}.keras")
+    return run_folder.epoch_checkpoint(epoch)
 
 
 def kept_epochs(run):

@@ -60,7 +60,7 @@ def shard_splits(data):
         raise ValueError(
             f"--data {data!r} has train shards but no val/ shard folder; write it with "
             f"keras-hsum preprocess --split val --out {val} --vocab "
-            f"{os.path.join(train, 'vocabulary.model')}."
+            f"{os.path.join(train, shards.VOCABULARY_FILE)}."
         )
     return train, val
 

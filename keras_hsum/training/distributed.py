@@ -42,7 +42,6 @@ must be a folder every worker can read (a shared file system).
 """
 
 import contextlib
-import os
 import shutil
 import tempfile
 
@@ -50,6 +49,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_hsum import run_folder
 from keras_hsum.training.callbacks import EpochCheckpoint
 from keras_hsum.training.callbacks import HistoryWriter
 from keras_hsum.training.callbacks import NonFiniteLossGuard
@@ -372,7 +372,7 @@ def custom_fit(
             )
             train_step = make_train_step(model, strategy)
             validation_step = make_validation_step(model, strategy)
-        done = TrainingBackup.restore(model, os.path.join(out, "backup"))
+        done = TrainingBackup.restore(model, run_folder.path(out, run_folder.BACKUP))
         if init_from is not None and not done:
             with strategy.scope():
                 warm_start(model, init_from, init_checkpoint)
@@ -386,7 +386,7 @@ def custom_fit(
             HistoryWriter(write_dir),
             # Last: the epoch-end backup commits the epoch (see the trainer).
             TrainingBackup(
-                os.path.join(write_dir, "backup"), config.backup_every_steps,
+                run_folder.path(write_dir, run_folder.BACKUP), config.backup_every_steps,
                 steps_per_epoch,
             ),
         ]

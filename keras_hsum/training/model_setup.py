@@ -12,6 +12,7 @@ import os
 import keras
 import tensorflow as tf
 
+from keras_hsum import run_folder
 from keras_hsum.decoding.reinforce import ReinforceObjective
 from keras_hsum.decoding.sampling import Sampling
 from keras_hsum.models.losses import LabelSmoothedCrossEntropy
@@ -176,7 +177,7 @@ def check_init_from(init_from, recipe_name, config):
     other sizes (`*_dim`, `num_*` layers and heads) or structure
     (pointer_generator, token_shift, ...). Runs without a readable
     config.json are left to the weight loading's own check."""
-    path = os.path.join(init_from, "config.json")
+    path = run_folder.path(init_from, run_folder.CONFIG)
     try:
         with open(path) as file:
             source = json.load(file)

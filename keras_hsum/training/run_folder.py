@@ -8,7 +8,9 @@ import json
 import os
 import shutil
 
-from keras_hsum.training.callbacks import read_history
+from keras_hsum import run_folder as folder_names
+from keras_hsum.run_folder import read_history
+from keras_hsum.run_folder import trained_anything
 
 
 @dataclasses.dataclass
@@ -63,7 +65,7 @@ def check_or_write_config(out, resolved, defaults=None, replace_untrained=False)
     vocabulary is removed to be made again.
     """
     defaults = defaults or {}
-    path = os.path.join(out, "config.json")
+    path = folder_names.path(out, folder_names.CONFIG)
     # Compared as it is stored: JSON has no tuples (a tuple field such as
     # HT's graph_heads reads back as a list).
     resolved = json.loads(json.dumps(resolved))
@@ -102,7 +104,7 @@ def check_or_write_config(out, resolved, defaults=None, replace_untrained=False)
             differences.pop(name, None)
         if "config.validation_steps" in differences:
             old, new = differences.pop("config.validation_steps")
-            if os.path.exists(os.path.join(out, "best.json")):
+            if os.path.exists(folder_names.path(out, folder_names.BEST_STATE)):
                 raise ValueError(
                     f"{out!r}: best.keras was chosen on validation_steps={old} "
                     f"and this command sets {new}; a resumed run would compare "
@@ -116,11 +118,11 @@ def check_or_write_config(out, resolved, defaults=None, replace_untrained=False)
             # (or copied) again for the new configuration.
             print(f"{out!r} holds a configuration that never trained a step; "
                   f"replacing it ({sorted(differences)} changed).")
-            vocabulary = os.path.join(out, "vocabulary.model")
+            vocabulary = folder_names.path(out, folder_names.VOCABULARY)
             if os.path.exists(vocabulary):
                 os.remove(vocabulary)
             # A backbone run's preset tokenizer (vocabularies.RUN_TOKENIZER).
-            shutil.rmtree(os.path.join(out, "tokenizer"), ignore_errors=True)
+            shutil.rmtree(folder_names.path(out, folder_names.TOKENIZER), ignore_errors=True)
         elif differences:
             raise ValueError(
                 f"{out!r} already holds a run with another configuration "
@@ -129,20 +131,7 @@ def check_or_write_config(out, resolved, defaults=None, replace_untrained=False)
             )
     # Atomically: every worker of a multi-worker run writes (and may read)
     # the same file.
-    temporary = f"{path}.{os.getpid()}.tmp"
-    with open(temporary, "w") as file:
-        json.dump(resolved, file, indent=2, sort_keys=True)
-    os.replace(temporary, path)
-
-
-def trained_anything(out):
-    """Whether the run folder holds anything a training step wrote: a
-    checkpoint, a history or a backup."""
-    if any(os.path.exists(os.path.join(out, name))
-           for name in ("model.keras", "best.keras", "history.json")):
-        return True
-    backup = os.path.join(out, "backup")
-    return os.path.isdir(backup) and bool(os.listdir(backup))
+    folder_names.write_config(out, resolved)
 
 
 def epoch_history(folder):

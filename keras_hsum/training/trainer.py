@@ -36,6 +36,7 @@ import os
 import keras
 import tensorflow as tf
 
+from keras_hsum import run_folder
 from keras_hsum.checks import check_int
 from keras_hsum.training.callbacks import AveragedWeightsForValidation
 from keras_hsum.training.callbacks import EpochCheckpoint
@@ -191,7 +192,7 @@ def train(
     # again (the same seeds give the same batches).
     train_data = make_train_data()
     fit_val_data = _counted(make_val_data(), config.validation_steps)
-    backup_dir = os.path.join(out, "backup")
+    backup_dir = run_folder.path(out, run_folder.BACKUP)
     done = TrainingBackup.restore(model, backup_dir)
     if init_from is not None and not done:
         warm_start(model, init_from, init_checkpoint)
@@ -319,7 +320,7 @@ def _dataset_makers(recipe, config, train_source, val_source, vocabulary):
 
 def _fit_callbacks(recipe, config, out, budget, extra_callbacks):
     """The callbacks of the `fit` path, in the order they must run."""
-    backup_dir = os.path.join(out, "backup")
+    backup_dir = run_folder.path(out, run_folder.BACKUP)
     callbacks = [
         NonFiniteLossGuard(),
         AveragedWeightsForValidation(),
@@ -330,7 +331,7 @@ def _fit_callbacks(recipe, config, out, budget, extra_callbacks):
         # the epoch only once they are written.
         TrainingBackup(backup_dir, config.backup_every_steps,
                        config.steps_per_epoch),
-        keras.callbacks.TensorBoard(os.path.join(out, "logs"), update_freq=10),
+        keras.callbacks.TensorBoard(run_folder.path(out, run_folder.LOGS), update_freq=10),
     ]
     if hasattr(recipe, "callbacks"):
         callbacks += list(recipe.callbacks(config))

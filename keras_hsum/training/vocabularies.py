@@ -16,13 +16,14 @@ import filecmp
 import os
 import shutil
 
+from keras_hsum import run_folder
 from keras_hsum.data.reader import read_examples
 from keras_hsum.data.vocabulary import Vocabulary
 from keras_hsum.data.vocabulary import corpus_sentences
 
 
-RUN_VOCABULARY = "vocabulary.model"
-RUN_TOKENIZER = "tokenizer"
+RUN_VOCABULARY = run_folder.VOCABULARY
+RUN_TOKENIZER = run_folder.TOKENIZER
 
 
 def run_vocabulary(out):
@@ -76,11 +77,11 @@ def load_or_train_vocabulary(out, train_source, vocabulary_size, init_from=None,
             "and this run trains a SentencePiece vocabulary (no `backbone`); "
             "choose a new --out, or set the run's backbone."
         )
-    path = os.path.join(out, "vocabulary.model")
+    path = os.path.join(out, RUN_VOCABULARY)
     flag = "--init-from" if init_from is not None else "ranker_run"
     init_from = init_from if init_from is not None else ranker_run
     if init_from is not None:
-        source = os.path.join(init_from, "vocabulary.model")
+        source = os.path.join(init_from, RUN_VOCABULARY)
         if not os.path.exists(source):
             raise ValueError(
                 f"{flag} {init_from!r} is not a run folder: it has no "
@@ -240,8 +241,8 @@ def shard_vocabulary(train, out, init_from=None, backbone=None):
     expected = shards.read_spec(train)["vocabulary"]["sha256"]
     source = os.path.join(train, shards.VOCABULARY_FILE)
     for other in filter(None, (
-        os.path.join(out, "vocabulary.model"),
-        init_from and os.path.join(init_from, "vocabulary.model"),
+        os.path.join(out, RUN_VOCABULARY),
+        init_from and os.path.join(init_from, RUN_VOCABULARY),
     )):
         if os.path.exists(other) and shards.file_sha256(other) != expected:
             raise ValueError(
@@ -250,7 +251,7 @@ def shard_vocabulary(train, out, init_from=None, backbone=None):
                 "choose a new --out, or preprocess with --vocab "
                 f"{other}."
             )
-    path = os.path.join(out, "vocabulary.model")
+    path = os.path.join(out, RUN_VOCABULARY)
     if not os.path.exists(path):
         temporary = f"{path}.{os.getpid()}.tmp"
         shutil.copyfile(source, temporary)

@@ -50,7 +50,7 @@ def settings_from_command_line(recipe_name, *flags, predictor=False):
     """What `keras-hsum export` resolves for these flags: `(settings, notes)`."""
     from keras_hsum import recipes
     from keras_hsum.export.cli import decoding_flags
-    from keras_hsum.export.cli import decoding_settings
+    from keras_hsum.export.exporter import decoding_settings
 
     args = parse_export(*flags)
     return decoding_settings(recipe_name, recipes.get(recipe_name), args.preset,
@@ -59,7 +59,7 @@ def settings_from_command_line(recipe_name, *flags, predictor=False):
 
 def search_options(settings, max_length=50):
     """The `SearchOptions` export_run builds (pieces stand in as ids 0..n-1)."""
-    from keras_hsum.export.serving import SearchOptions
+    from keras_hsum.decoding.search_options import SearchOptions
 
     settings = dict(settings)
     pieces = settings.pop("recent_exceptions")
@@ -121,7 +121,7 @@ def test_command_line_flags_override_the_preset():
 def test_the_default_preset_keeps_the_options_of_before():
     from keras_hsum import recipes
     from keras_hsum.export.cli import decoding_flags
-    from keras_hsum.export.serving import SearchOptions
+    from keras_hsum.decoding.search_options import SearchOptions
 
     assert parse_export().preset == "default"
     assert decoding_flags(parse_export()) == {}
@@ -136,7 +136,7 @@ def test_the_default_preset_keeps_the_options_of_before():
 
 def test_an_unknown_preset_is_refused_naming_the_known_ones(capsys):
     from keras_hsum import recipes
-    from keras_hsum.export.cli import decoding_settings
+    from keras_hsum.export.exporter import decoding_settings
 
     with pytest.raises(SystemExit):
         parse_export("--preset", "wikisum")

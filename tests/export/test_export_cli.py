@@ -197,8 +197,8 @@ def test_summarize_matches_the_loaded_signature(exported, tmp_path):
     import tensorflow as tf
 
     from keras_hsum.data.reader import example_from_text
-    from keras_hsum.export.cli import load_saved_model
-    from keras_hsum.export.cli import summarize_examples
+    from keras_hsum.export.exporter import load_saved_model
+    from keras_hsum.export.exporter import summarize_examples
 
     example = example_from_text("First paragraph. It talks.\n\nSecond one.", "x")
     _, loaded, _ = load_saved_model(exported / "1")
@@ -213,7 +213,7 @@ def test_export_lets_the_named_pieces_repeat(tmp_path, capsys, pht_run, vocabula
     import sentencepiece
 
     from keras_hsum.decoding import RecentTokenBlocking
-    from keras_hsum.export.serving import SearchOptions
+    from keras_hsum.decoding.search_options import SearchOptions
     from keras_hsum.export.serving import read_metadata
 
     out = tmp_path / "pht"
@@ -261,7 +261,7 @@ def test_export_options_and_the_same_keywords_export_the_same_version(
     writer what the same settings as keywords do (the writer is replaced by
     a recorder: the settings, not the file, are under test)."""
     from keras_hsum.export import serving
-    from keras_hsum.export.cli import ExportOptions
+    from keras_hsum.export.exporter import ExportOptions
     from keras_hsum.export.cli import export_run
 
     written = []
@@ -287,7 +287,7 @@ def test_export_options_and_the_same_keywords_export_the_same_version(
 
 
 def test_export_options_with_keywords_is_a_type_error_naming_them(tmp_path, pht_run):
-    from keras_hsum.export.cli import ExportOptions
+    from keras_hsum.export.exporter import ExportOptions
     from keras_hsum.export.cli import export_run
 
     with pytest.raises(TypeError, match=r"options= and the keyword\(s\) "
@@ -338,10 +338,10 @@ def test_export_with_mbr_serves_the_hypothesis_of_highest_expected_rouge(
 
     import tensorflow as tf
 
-    from keras_hsum.export.cli import build_structurer
+    from keras_hsum.export.exporter import build_structurer
     from keras_hsum.export.cli import load_run
-    from keras_hsum.export.cli import load_saved_model
-    from keras_hsum.export.serving import SearchOptions
+    from keras_hsum.export.exporter import load_saved_model
+    from keras_hsum.decoding.search_options import SearchOptions
 
     assert run_command("export", "--run", pht_run, "--out", tmp_path / "bad",
                        "--beam-size", "1", "--mbr") == 1
@@ -391,10 +391,10 @@ def test_export_with_sampling_serves_the_same_samples_as_python(
     without `--sample` are refused."""
     import tensorflow as tf
 
-    from keras_hsum.export.cli import build_structurer
+    from keras_hsum.export.exporter import build_structurer
     from keras_hsum.export.cli import load_run
-    from keras_hsum.export.cli import load_saved_model
-    from keras_hsum.export.serving import SearchOptions
+    from keras_hsum.export.exporter import load_saved_model
+    from keras_hsum.decoding.search_options import SearchOptions
 
     assert run_command("export", "--run", pht_run, "--out", tmp_path / "bad",
                        "--temperature", "0.7", "--top-k", "5") == 1
@@ -523,7 +523,7 @@ def test_export_of_an_ensemble_serves_the_mixture(tmp_path, vocabulary, real_exa
 
     from keras_hsum import recipes
     from keras_hsum.data.structurer import TextStructurer
-    from keras_hsum.export.serving import SearchOptions
+    from keras_hsum.decoding.search_options import SearchOptions
     from keras_hsum.export.serving import read_metadata
     from keras_hsum.models import SummarizerEnsemble
     from tests.export.test_serving import documents_of
@@ -813,9 +813,9 @@ def test_discourse_run_exports_with_a_per_request_extended_vocabulary(tmp_path, 
     import tensorflow as tf
 
     from keras_hsum import recipes
-    from keras_hsum.export.cli import load_saved_model
+    from keras_hsum.export.exporter import load_saved_model
     from keras_hsum.data.structurer import TextStructurer
-    from keras_hsum.export.serving import SearchOptions
+    from keras_hsum.decoding.search_options import SearchOptions
 
     config = recipes.config("discourse", "tiny").replace(
         hidden_dim=16, embedding_dim=8, max_sections=3, max_section_length=20,

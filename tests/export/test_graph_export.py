@@ -48,7 +48,7 @@ SUBPROCESS = SERVING_PREAMBLE + textwrap.dedent(
 
 def test_build_structurer_builds_the_graph_the_run_trained_with(vocabulary):
     from keras_hsum import recipes
-    from keras_hsum.export.cli import build_structurer
+    from keras_hsum.export.exporter import build_structurer
 
     config = recipes.config("ht", "tiny").replace(graph_kind="discourse", graph_heads=(0,))
     structurer, options = build_structurer(recipes.get("ht"), "ht", config, vocabulary)

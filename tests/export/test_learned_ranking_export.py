@@ -31,7 +31,7 @@ def _tiny(config, **changes):
 
 def test_ranked_config_refuses_what_the_run_did_not_train_on():
     from keras_hsum import recipes
-    from keras_hsum.export.cli import ranked_config
+    from keras_hsum.export.exporter import ranked_config
 
     tfidf = recipes.config("ht", "tiny")
     with pytest.raises(ValueError, match="trained on rank='tfidf' paragraphs"):

@@ -19,7 +19,7 @@ def test_exported_discourse_run_serves_a_copied_oov_word(tmp_path, vocabulary):
     from keras_hsum import recipes
     from keras_hsum.data.structurer import TextStructurer
     from keras_hsum.export.cli import add_parsers
-    from keras_hsum.export.cli import load_saved_model
+    from keras_hsum.export.exporter import load_saved_model
 
     keras.utils.set_random_seed(2)
     config = recipes.config("discourse", "tiny").replace(

@@ -116,7 +116,7 @@ def pht(tmp_path_factory, vocabulary, real_examples):
 
     from keras_hsum import recipes
     from keras_hsum.data.structurer import TextStructurer
-    from keras_hsum.export.serving import SearchOptions
+    from keras_hsum.decoding.search_options import SearchOptions
     from keras_hsum.export.serving import SummarizerModule
     from keras_hsum.export.serving import export_saved_model
 

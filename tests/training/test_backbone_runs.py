@@ -62,9 +62,9 @@ def test_pht_on_a_backbone_resumes_freezes_exports_and_serves(preset, tmp_path):
     import tensorflow as tf
 
     from keras_hsum import recipes
-    from keras_hsum.export.cli import build_structurer
+    from keras_hsum.export.exporter import build_structurer
     from keras_hsum.export.cli import load_run
-    from keras_hsum.export.serving import SearchOptions
+    from keras_hsum.decoding.search_options import SearchOptions
     from keras_hsum.training.vocabularies import run_vocabulary
     from tests.export.test_serving import run_saved_model
 
