@@ -4,12 +4,19 @@
 drive a `Summarizer` through its decoding contract
 (`keras_hsum.models.summarizer`). The whole search is one `ops.while_loop`
 over fixed-shape buffers, so it compiles under `tf.function(jit_compile=True)`
-and `jax.jit`.
+and `jax.jit`: an outer loop that checks whether the search can stop, once
+every N = `stop_check_every` positions (default 8), around an inner
+`ops.fori_loop` of N positions whose trip count is static (or, with
+`stop_check_every=None`, one static loop over all positions). On a GPU the
+condition of a loop without a static trip count is read back to the host
+at every iteration: once per N tokens instead of once per token.
 
 Algorithm (the tensor2tensor / tf-models beam search, generalised to terms):
 at position i every alive beam (log-prob s_k) proposes s_k + log p(v) for
 every token v, after the terms have blocked tokens (`NEG_INF`). The best
-2·K of the K·V' candidates are kept; those ending in EOS (or reaching
+2·K of the K·V' candidates are kept (the best 2·K of each beam first, then
+the best 2·K of those: `top_candidates`, the same candidates in the same
+order as one top-k over K·V'); those ending in EOS (or reaching
 `max_length`) are scored, `score = s / Π length_penalty(|y|) + Σ bonus(y)`,
 and merged into the *finished* pool (best K by score); the best K others
 become the new *alive* pool (ranked by log-prob). The loop stops at
@@ -19,6 +26,18 @@ worst score is >= an upper bound on what any alive beam could still reach:
 taken over the lengths still reachable (log-probs only decrease and are
 <= 0; a penalty may shrink with |y|, as GNMT's with alpha < 0 does). A term
 without a bound turns this off.
+
+Checking the stop only every N positions (or never) returns what checking
+it at every position returns. Once an example is done, its alive pool is
+empty or its finished pool is full with a worst score >= the bound, and
+the bound is an upper bound of the score of every hypothesis that could
+still finish: a later candidate scores <= the worst finished score, and in
+the merge (a top-k over the finished scores followed by the new ones) a tie
+keeps the old entry, which comes first; so the finished pool no longer
+changes, however many positions run. (Checking at every position already
+relied on this: the loop runs until every example of the batch is done.)
+Positions past L - 1 in the last chunk run position L - 1 again, where
+every alive beam has ended and no candidate may finish.
 
 Sampling (`search(..., sampling=Sampling(...))`, `sample_search`) reuses
 the same loop and pools with K independent samples in place of the beam:
@@ -69,6 +88,16 @@ def _term_list(terms, caller):
     return terms
 
 
+STOP_CHECK_EVERY = 8
+"""`search`'s default N: check whether to stop once every 8 positions."""
+
+
+def check_stop_check_every(value, caller):
+    """`value` as a Python int >= 1 or None, or a ValueError naming it."""
+    return check_int("stop_check_every", value, 1, owner=caller, allow_none=True,
+                     hint=" (None: never stop early, a static trip count)")
+
+
 def _flatten_aux(aux):
     """dict → (sorted names, tuple of tensors)."""
     names = tuple(sorted(aux))
@@ -88,6 +117,44 @@ def gather_beams(x, parents):
     offsets = ops.arange(batch, dtype="int32")[:, None] * width
     picked = ops.take(flat, ops.reshape(parents + offsets, (-1,)), axis=0)
     return ops.reshape(picked, (batch, -1) + tuple(ops.shape(x)[2:]))
+
+
+def top_candidates(totals, count):
+    """The `count` best of the K·V' candidates of each example, in the order
+    of one `top_k` over the flattened [B, K·V'] scores.
+
+    A top-k over K·V' elements in one row is the slowest kernel of a decode
+    step on a GPU, so when V' > `count` this takes the best `count` of each
+    beam first ([B,K,V'] → [B,K,C]) and then the best `count` of those K·C.
+    Both give the same candidates in the same order: a candidate among the
+    best C of all K·V' is among the best C of its own beam (fewer than C
+    candidates precede it there), and both stages order equal scores by the
+    lower index (`top_k` puts the lower index first among equals in every
+    backend), which within a beam is the lower token id and across beams the
+    lower beam, as in the flat order k·V' + v.
+
+    Args:
+        totals: float32 [B,K,V'], the candidates' summed log-probabilities.
+        count: C (a Python int).
+
+    Returns:
+        `(values float32 [B,C], parents int32 [B,C], tokens int32 [B,C])`:
+        best first, `parents` the beam k and `tokens` the id v of each.
+    """
+    beams, vocabulary = totals.shape[1], totals.shape[-1]
+    if vocabulary is None or vocabulary <= count:  # no smaller top-k to take first
+        vocabulary = ops.shape(totals)[-1]
+        values, flat_ids = ops.top_k(ops.reshape(totals, (-1, beams * vocabulary)), count)
+        flat_ids = ops.cast(flat_ids, "int32")
+        return values, flat_ids // vocabulary, flat_ids % vocabulary
+    values, tokens = ops.top_k(totals, count)  # [B,K,C], best first in each beam
+    tokens = ops.cast(tokens, "int32")
+    if beams == 1:
+        return values[:, 0], ops.zeros_like(tokens[:, 0]), tokens[:, 0]
+    values, picked = ops.top_k(ops.reshape(values, (-1, beams * count)), count)
+    picked = ops.cast(picked, "int32")
+    tokens = ops.take_along_axis(ops.reshape(tokens, (-1, beams * count)), picked, axis=1)
+    return values, picked // count, tokens
 
 
 def _write(buffer, index, values):
@@ -136,13 +203,17 @@ def search(
     sampling_stream=None,
     sampling_first_row=None,
     sampling_rows_alike=False,
+    stop_check_every=STOP_CHECK_EVERY,
 ):
     """Beam search (or sampling) over a plain step function.
 
     Args:
         step_fn: `(ids int32 [B·K], index int32 scalar, state) → (logits
             float [B·K,V'], state, aux)`: scores the token at `index + 1`
-            given the token `ids` at `index` (BOS at 0). `state` is a nest of
+            given the token `ids` at `index` (BOS at 0); `index` <= L - 1,
+            and near the end of a search that checks whether to stop every
+            N positions, position L - 1 may be run again (its results are
+            discarded). `state` is a nest of
             tensors with B·K rows (row b·K + k = beam k of example b) that
             the search gathers when it reorders beams; `aux` a dict of
             [B·K,...] tensors (may be empty), recorded per generated token.
@@ -173,6 +244,14 @@ def search(
             uniforms of row 0, so its samples do not depend on its row in
             the batch (exported models: a request's summary is the same
             alone or batched with others). Not with `sampling_first_row`.
+        stop_check_every: N, an int >= 1: whether the search can stop
+            (module docstring) is checked once every N positions, which run
+            in an inner loop of static trip count; or None: never, all L - 1
+            positions after the first run in one loop of static trip count.
+            The results do not depend on it (module docstring); on a GPU an
+            outer loop's condition goes back to the host once per
+            iteration, so N = 1 costs one round trip per token, and a larger
+            N may compute up to N - 1 positions past the stopping point.
 
     Returns:
         dict with
@@ -192,6 +271,7 @@ def search(
         batch_size = check_int("batch_size", batch_size, 1, owner="search")
     K = check_int("beam_size", beam_size, 1, owner="search")
     L = check_int("max_length", max_length, 1, owner="search")
+    stop_check_every = check_stop_check_every(stop_check_every, "search")
     if sampling is not None and greedy:
         raise ValueError("search: `greedy` and `sampling` exclude each other.")
     num_candidates = K if (greedy or sampling is not None) else 2 * K
@@ -256,9 +336,14 @@ def search(
     )
 
     def advance(index, alive, finished, logits, leaves, aux_values):
-        """One position: choose the candidates of `index`, update both pools."""
+        """One position: choose the candidates of `index`, update both pools.
+
+        `index` may pass L - 1 (see `one_position`): the candidates are then
+        those of position L - 1 again and none may finish."""
         alive_seq, alive_log_probs, alive_aux, term_states = alive
         fin_seq, fin_scores, fin_log_probs, fin_lengths, fin_aux = finished
+        may_finish = ops.less(index, L)
+        index = ops.minimum(index, L - 1)
         context = StepContext(alive_seq, index, eos_id, L)
         log_probs = ops.log_softmax(ops.cast(_split_beams(logits, K), "float32"), axis=-1)
         step_aux = {n: _split_beams(v, K) for n, v in zip(aux_names, aux_values)}
@@ -274,11 +359,7 @@ def search(
         )
         totals = ops.where(dead, NEG_INF, totals)
         if sampling is None:
-            vocab = ops.shape(totals)[-1]
-            values, flat_ids = ops.top_k(ops.reshape(totals, (-1, K * vocab)), num_candidates)
-            flat_ids = ops.cast(flat_ids, "int32")
-            parents = flat_ids // vocab  # [B,C]
-            tokens = flat_ids % vocab
+            values, parents, tokens = top_candidates(totals, num_candidates)  # [B,C]
         else:  # each sample k extends itself: C = K, parent k
             step_uniforms = ops.take(uniforms, index, axis=2)  # [B,K]
             tokens = sampling.draw(log_probs, step_uniforms)
@@ -294,7 +375,7 @@ def search(
             tuple(gather_beams(s, parents) for s in states) for states in new_term_states
         )
         ends = ops.logical_or(ops.equal(tokens, eos_id), ops.equal(index, L - 1))
-        finishing = ops.logical_and(valid, ends)
+        finishing = ops.logical_and(ops.logical_and(valid, ends), may_finish)
 
         # alive pool: the best K candidates that did not end, by log-prob
         alive_values = ops.where(ops.logical_and(valid, ops.logical_not(ends)), values, NEG_INF)
@@ -363,19 +444,34 @@ def search(
         done = ops.logical_or(settled, no_alive)
         return ops.logical_and(more, ops.logical_not(ops.all(done)))
 
-    def body(index, alive, finished, leaves):
-        ids = ops.reshape(
-            ops.take(alive[0], ops.maximum(index - 1, 0), axis=2), (-1,)
-        )
-        logits, new_leaves, aux = call_step(ids, index, leaves)
+    def one_position(index, carry):
+        """Positions past L - 1 (the last chunk of a search that checks
+        whether to stop every N positions) run position L - 1 again, where
+        no candidate may finish: nothing they compute is kept."""
+        alive, finished, leaves = carry
+        position = ops.minimum(index, L - 1)
+        ids = ops.reshape(ops.take(alive[0], position - 1, axis=2), (-1,))
+        logits, leaves, aux = call_step(ids, position, leaves)
         _, values = _flatten_aux(aux)
-        alive, finished, new_leaves = advance(index, alive, finished, logits, new_leaves, values)
-        return index + 1, alive, finished, new_leaves
+        return advance(index, alive, finished, logits, leaves, values)
 
-    index1 = ops.convert_to_tensor(1, "int32")
-    _, alive, finished, _ = ops.while_loop(
-        keep_going, body, (index1, alive, finished, leaves)
-    )
+    carry = (alive, finished, leaves)
+    if stop_check_every is None:  # one loop of L - 1 positions, a static trip count
+        if L > 1:
+            carry = ops.fori_loop(1, L, one_position, carry)
+    else:
+        def chunk(index, *carry):
+            """`stop_check_every` positions from `index` (a static trip count)."""
+            if stop_check_every == 1:
+                carry = one_position(index, carry)
+            else:
+                carry = ops.fori_loop(
+                    0, stop_check_every, lambda j, c: one_position(index + j, c), carry)
+            return (index + stop_check_every,) + tuple(carry)
+
+        index1 = ops.convert_to_tensor(1, "int32")
+        carry = ops.while_loop(keep_going, chunk, (index1,) + carry)[1:]
+    _, finished, _ = carry
     fin_seq, fin_scores, fin_log_probs, fin_lengths, fin_aux = finished
     return {
         "sequences": fin_seq,
@@ -388,7 +484,7 @@ def search(
 
 def model_search(model, inputs, beam_size, max_length, terms, eos_id, pad_id, greedy,
                   sampling=None, sampling_stream=None, sampling_first_row=None,
-                  sampling_rows_alike=False):
+                  sampling_rows_alike=False, stop_check_every=STOP_CHECK_EVERY):
     """`search` over a `Summarizer`'s encode → cache → step contract.
 
     What `beam_search`, `greedy_search` and `sample_search` run after
@@ -403,8 +499,8 @@ def model_search(model, inputs, beam_size, max_length, terms, eos_id, pad_id, gr
         terms: a list of `ScoreTerm`s.
         eos_id, pad_id: None takes the model's.
         greedy: True for `greedy_search`'s K = 1 argmax.
-        sampling, sampling_stream, sampling_first_row, sampling_rows_alike:
-            as in `search`.
+        sampling, sampling_stream, sampling_first_row, sampling_rows_alike,
+        stop_check_every: as in `search`.
 
     Returns:
         The dict of `search`.
@@ -451,6 +547,7 @@ def model_search(model, inputs, beam_size, max_length, terms, eos_id, pad_id, gr
         sampling_stream=sampling_stream,
         sampling_first_row=sampling_first_row,
         sampling_rows_alike=sampling_rows_alike,
+        stop_check_every=stop_check_every,
     )
 
 
@@ -464,6 +561,7 @@ def beam_search(
     min_length=0,
     eos_id=None,
     pad_id=None,
+    stop_check_every=STOP_CHECK_EVERY,
 ):
     """Beam search decoding of a `Summarizer` (encode → initial_cache → step).
 
@@ -487,6 +585,9 @@ def beam_search(
         min_length: if > 0, adds `MinLength(min_length)` (no EOS before
             position `min_length`).
         eos_id, pad_id: default the model's.
+        stop_check_every: N >= 1: check whether the search can stop once
+            every N positions; None: never (all L positions, a loop of
+            static trip count). Does not change the results (see `search`).
 
     Returns:
         dict: `sequences` int32 [B,K,L] (best first, no BOS, pad after
@@ -503,29 +604,34 @@ def beam_search(
     terms = _term_list(terms, "beam_search")
     beam_size = check_int("beam_size", beam_size, 1, owner="beam_search")
     max_length = check_int("max_length", max_length, 1, owner="beam_search")
+    stop_check_every = check_stop_check_every(stop_check_every, "beam_search")
     if min_length and min_length > 0:
         terms.append(MinLength(min_length))
-    return model_search(model, inputs, beam_size, max_length, terms, eos_id, pad_id, False)
+    return model_search(model, inputs, beam_size, max_length, terms, eos_id, pad_id, False,
+                        stop_check_every=stop_check_every)
 
 
 def greedy_search(model, inputs, *, max_length=100, terms=(), min_length=0,
-                  eos_id=None, pad_id=None):
+                  eos_id=None, pad_id=None, stop_check_every=STOP_CHECK_EVERY):
     """Greedy decoding: at each step the best unblocked token (K = 1).
 
-    Same arguments (no `beam_size`) and the same output dict as
+    Same arguments (no `beam_size`; `stop_check_every` as there) and the same output dict as
     `beam_search`, with K = 1: `sequences` int32 [B,1,L], `scores`,
     `log_probs`, `lengths` [B,1], `aux` name → [B,1,L,...].
     """
     terms = _term_list(terms, "greedy_search")
     max_length = check_int("max_length", max_length, 1, owner="greedy_search")
+    stop_check_every = check_stop_check_every(stop_check_every, "greedy_search")
     if min_length and min_length > 0:
         terms.append(MinLength(min_length))
-    return model_search(model, inputs, 1, max_length, terms, eos_id, pad_id, True)
+    return model_search(model, inputs, 1, max_length, terms, eos_id, pad_id, True,
+                        stop_check_every=stop_check_every)
 
 
 def sample_search(model, inputs, *, num_samples=8, max_length=100, terms=(),
                   min_length=0, temperature=1.0, top_k=0, top_p=1.0, epsilon=0.0,
-                  seed=0, eos_id=None, pad_id=None, rows_alike=False):
+                  seed=0, eos_id=None, pad_id=None, rows_alike=False,
+                  stop_check_every=STOP_CHECK_EVERY):
     """Ancestral sampling of a `Summarizer`: `num_samples` independent
     samples per example (`keras_hsum.decoding.sampling`).
 
@@ -536,7 +642,9 @@ def sample_search(model, inputs, *, num_samples=8, max_length=100, terms=(),
     sampling-based minimum Bayes risk decoding. Each row of the batch draws
     its own uniforms; `rows_alike=True` gives every row row 0's, so an
     example's samples do not depend on its place in the batch (what
-    exported models do).
+    exported models do). Sampling never stops early: it runs until every
+    sample has ended, checked once every `stop_check_every` positions
+    (None: never checked, all L positions run), as in `beam_search`.
 
     Returns:
         The dict of `beam_search` with K = `num_samples`: `sequences`
@@ -554,7 +662,9 @@ def sample_search(model, inputs, *, num_samples=8, max_length=100, terms=(),
     terms = _term_list(terms, "sample_search")
     num_samples = check_int("num_samples", num_samples, 1, owner="sample_search")
     max_length = check_int("max_length", max_length, 1, owner="sample_search")
+    stop_check_every = check_stop_check_every(stop_check_every, "sample_search")
     if min_length and min_length > 0:
         terms.append(MinLength(min_length))
     return model_search(model, inputs, num_samples, max_length, terms, eos_id, pad_id,
-                         False, sampling, sampling_rows_alike=rows_alike)
+                         False, sampling, sampling_rows_alike=rows_alike,
+                         stop_check_every=stop_check_every)
