@@ -22,6 +22,8 @@ import json
 import os
 import time
 
+from keras_hsum.features import SUMMARY
+
 DATASET = "qmsum_goldspan"
 RECIPE = "pht"
 # The tiny recipe's 6 epochs take about 2 minutes on 2 cores; the demo trains
@@ -117,8 +119,7 @@ def run(out_dir="demo_out", epochs=None, steps_per_epoch=None, example_index=0):
     start = time.perf_counter()
     outputs = exporter.summarize_examples(loaded, [example])[0]
     seconds = time.perf_counter() - start
-    summary = outputs["summary"].decode("utf-8") if isinstance(
-        outputs["summary"], bytes) else str(outputs["summary"])
+    summary = exporter.as_text(outputs[SUMMARY])
     if example.query:
         print(_wrap(f"Query: {example.query}"))
     print(f"    Input: {example.num_words():,} words in "

@@ -50,6 +50,32 @@ SUMMARY_TOKEN_MASK = "summary_token_mask"
 SUMMARY_PARAGRAPH_MASK = "summary_paragraph_mask"
 SOURCE_EXTENDED_IDS = "source_extended_ids"
 SOURCE_OOV_WORDS = "source_oov_words"
+UNIT_TEXTS = "unit_texts"
+# Teacher forcing: what `training_pairs` puts in place of `target`.
+DECODER_TOKENS = "decoder_tokens"
+TARGET_MASK = "target_mask"
+# What a decoding step reports (`Summarizer.step`'s aux) and the search
+# gathers: the step's paragraph attention [B,P]; SEAL's selection [B,P'].
+PARAGRAPH_ATTENTION = "paragraph_attention"
+SELECTED_IDS = "selected_ids"
+# PHT's predicted paragraph attention η̂ [B,P] (an `AttentionPredictor`).
+PREDICTED_ATTENTION = "predicted_attention"
+# Serving outputs (the SavedModel signatures' output names; see
+# `SUMMARIZER_OUTPUTS` and `EXTRACTOR_OUTPUTS`). `paragraph_attention`,
+# `rank_score` and `predicted_attention` are also outputs.
+SUMMARY = "summary"
+SCORE = "score"
+SUMMARY_IDS = "summary_ids"
+TOKEN_ATTENTION = "token_attention"
+PARAGRAPHS = "paragraphs"
+ERROR = "error"
+SELECTED_SNIPPET_IDS = "selected_snippet_ids"
+SELECTED_SNIPPETS = "selected_snippets"
+SENTENCES = "sentences"
+SENTENCE_SCORES = "sentence_scores"
+INDICES = "indices"
+SCORES = "scores"
+EXTRACTED = "extracted"
 
 AXES = ("P", "T", "S", "C", "N")
 """The axis symbols of `Feature.axes` (see the module docstring)."""
@@ -151,6 +177,17 @@ TARGET_FEATURE = Feature("int32", ("S",))
 EXAMPLE_ID_FEATURE = Feature("string", ())
 """`example_id`: the example's id, a scalar string."""
 
+TEACHER_FORCING_FEATURES = {
+    DECODER_TOKENS: Feature("int32", (None,)),
+    TARGET_MASK: Feature("bool", (None,), mask_of=DECODER_TOKENS),
+}
+"""What `keras_hsum.data.training_pairs` gives a model in place of `target`
+[S] (teacher forcing): `decoder_tokens` int32 [S-1] = target[:-1] (BOS
+first) and `target_mask` bool [S-1], True where the label target[1:] is a
+real token. The labels are target[1:] (int32 [S-1], EOS last) and the
+sample weights the mask as 0/1. A model's `call` reads `decoder_tokens`;
+its encoder reads the family's features."""
+
 SUMMARY_FEATURES = {
     SUMMARY_TOKENS: Feature("int32", (None, "T")),
     SUMMARY_TOKEN_MASK: Feature("bool", (None, "T"), mask_of=SUMMARY_TOKENS),
@@ -158,6 +195,69 @@ SUMMARY_FEATURES = {
 }
 """SHTE's candidate summary, structured as a `sentences` example (an extra
 of the SHTE recipe, which fixes the row count)."""
+
+
+SUMMARIZER_OUTPUTS = {
+    SUMMARY: Feature("string", ()),
+    SCORE: Feature("float32", ()),
+    SUMMARY_IDS: Feature("int32", ("L",)),
+    SUMMARY_TOKENS: Feature("string", ("L",)),
+    TOKEN_ATTENTION: Feature("float32", ("L", "P")),
+    PARAGRAPH_ATTENTION: Feature("float32", ("P",)),
+    PARAGRAPHS: Feature("string", ("P",)),
+    ERROR: Feature("string", ()),
+}
+"""The outputs of every abstractive SavedModel's signatures
+(`keras_hsum.export.serving.SummarizerModule`), per example: L the decoded
+length, P the structurer's rows (`max_units`; for the flat family the one
+row of the whole input). `summarizer_outputs` adds the optional ones."""
+
+SEAL_OUTPUTS = {
+    SELECTED_SNIPPET_IDS: Feature("int32", ("M", "K")),
+    SELECTED_SNIPPETS: Feature("string", ("M", "K")),
+}
+"""SEAL's: the K snippets selected for each of the M decoded segments."""
+
+EXTRACTOR_OUTPUTS = {
+    SENTENCES: Feature("string", ("P",)),
+    SENTENCE_SCORES: Feature("float32", ("P",)),
+    SUMMARY: Feature("string", ()),
+    INDICES: Feature("int32", ("K",)),
+    SCORES: Feature("float32", ("K",)),
+    ERROR: Feature("string", ()),
+}
+"""SHTE's `serving_default` outputs (`ExtractorModule`): the P sentences and
+their scores, the extract of K sentences (indices in document order, -1
+padded). Its `extract` signature returns `EXTRACT_OUTPUTS`."""
+
+EXTRACT_OUTPUTS = {
+    SUMMARY: Feature("string", ()),
+    INDICES: Feature("int32", ("K",)),
+    EXTRACTED: Feature("string", ("K",)),
+    SCORES: Feature("float32", ("K",)),
+    ERROR: Feature("string", ()),
+}
+
+
+def summarizer_outputs(ranked=False, seal=False, predictor=False):
+    """`{name: Feature}` of an abstractive SavedModel's outputs.
+
+    Args:
+        ranked: its structurer produces `rank_score` (the paragraphs
+            family): the rows' ranking scores, float32 [P] (tf-idf cosine
+            with the title/query, or the learned ranker's score).
+        seal: a SEAL model (`SEAL_OUTPUTS`).
+        predictor: exported with a PHT attention predictor:
+            `predicted_attention` float32 [P] (η̂).
+    """
+    outputs = dict(SUMMARIZER_OUTPUTS)
+    if ranked:
+        outputs[RANK_SCORE] = Feature("float32", ("P",))
+    if seal:
+        outputs.update(SEAL_OUTPUTS)
+    if predictor:
+        outputs[PREDICTED_ATTENTION] = Feature("float32", ("P",))
+    return outputs
 
 
 def extended_vocabulary_features(oov_words):

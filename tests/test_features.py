@@ -116,3 +116,84 @@ def test_input_checks_refuse_a_mask_that_disagrees_with_its_feature(mask, of, pr
     bad = np.ones((2, 5, 4) if prefix is None else (2, 5), bool)
     with pytest.raises(ValueError, match=mask):
         check_feature_shapes("model", {of: tokens, mask: bad})
+
+
+def test_training_pairs_give_the_declared_teacher_forcing_features():
+    """`training_pairs` replaces `target` [B,S] by the declared
+    `decoder_tokens` and `target_mask` [B,S-1]: target[:, :-1] and
+    target[:, 1:] != pad, the labels being target[:, 1:]."""
+    from keras_hsum.data.pipeline import training_pairs
+
+    pad = 0
+    target = np.array([[1, 5, 6, 2, 0, 0], [1, 7, 2, 0, 0, 0]], np.int32)
+    batch = {features.TARGET: target, features.TOKENS: np.ones([2, 3, 4], np.int32)}
+    batches = tf.data.Dataset.from_tensors(batch)
+    inputs, labels, weights = next(iter(training_pairs(batches, pad)))
+    declared = features.TEACHER_FORCING_FEATURES
+    assert features.TARGET not in inputs and set(declared) <= set(inputs)
+    for name, feature in declared.items():
+        assert inputs[name].dtype == tf.as_dtype(feature.numpy_dtype), name
+        assert inputs[name].shape.rank == 1 + len(feature.axes), name
+    np.testing.assert_array_equal(inputs[features.DECODER_TOKENS], target[:, :-1])
+    np.testing.assert_array_equal(labels, target[:, 1:])
+    np.testing.assert_array_equal(inputs[features.TARGET_MASK], target[:, 1:] != pad)
+    np.testing.assert_array_equal(weights, target[:, 1:] != pad)
+    # The mask marks the decoder tokens' positions.
+    assert declared[features.TARGET_MASK].mask_of == features.DECODER_TOKENS
+
+
+# One recipe per structure family, the SavedModel kind it exports and the
+# optional outputs it adds.
+SERVED = {
+    "pht": dict(ranked=True),  # paragraphs
+    "flat": {},  # flat
+    "discourse": {},  # sections
+    "seal": dict(seal=True),  # snippets
+    "shte": None,  # sentences: an extractor
+}
+
+
+# Tracing a summarizer's beam search takes 20-80 s on 2 cores: the
+# summarizers run in the slow set, SHTE's extractor (6 s) by default.
+@pytest.mark.parametrize("recipe_name", [
+    pytest.param(name, marks=[] if SERVED[name] is None else [pytest.mark.slow])
+    for name in sorted(SERVED)
+])
+def test_the_serving_signatures_return_the_declared_outputs(recipe_name, vocabulary):
+    """Each signature of the serving module `keras-hsum export` builds for a
+    recipe's run returns exactly the declared outputs, with their dtypes and
+    ranks (a batch axis first); the signature's output names are what TF
+    Serving and `keras-hsum summarize` read."""
+    import keras
+
+    from keras_hsum import recipes
+    from keras_hsum.decoding.search_options import SearchOptions
+    from keras_hsum.export.exporter import build_module
+    from keras_hsum.export.exporter import build_structurer
+    from keras_hsum.export.serving import DEFAULT_SIGNATURE
+    from keras_hsum.export.serving import EXTRACT_SIGNATURE
+
+    recipe = recipes.get(recipe_name)
+    config = recipes.config(recipe_name, "tiny")
+    keras.utils.set_random_seed(0)
+    model = recipe.build_model(config, vocabulary.vocabulary_size)
+    structurer, _ = build_structurer(recipe, recipe_name, config, vocabulary)
+    built = structurer(tf.constant([["A first paragraph. It has two sentences.\n\nA second one."]]))
+    numeric = {k: v for k, v in built.items() if v.dtype != tf.string}
+    if SERVED[recipe_name] is not None:  # a summarizer decodes once built
+        model({**numeric, features.DECODER_TOKENS: tf.zeros([1, 2], tf.int32)})
+    module = build_module(model, structurer, search=SearchOptions(beam_size=2, max_length=3))
+    if SERVED[recipe_name] is None:
+        expected = {DEFAULT_SIGNATURE: features.EXTRACTOR_OUTPUTS,
+                    EXTRACT_SIGNATURE: features.EXTRACT_OUTPUTS}
+    else:
+        outputs = features.summarizer_outputs(**SERVED[recipe_name])
+        expected = {name: outputs for name in module.signatures()}
+    signatures = module.signatures()
+    assert set(signatures) == set(expected)
+    for signature, function in signatures.items():
+        returned = function.structured_outputs
+        assert sorted(returned) == sorted(expected[signature]), signature
+        for name, feature in expected[signature].items():
+            assert returned[name].dtype == tf.as_dtype(feature.numpy_dtype), (signature, name)
+            assert returned[name].shape.rank == 1 + len(feature.axes), (signature, name)

@@ -29,6 +29,8 @@ from keras_hsum.argtypes import non_negative_int
 from keras_hsum.argtypes import positive_int
 from keras_hsum.argtypes import unwritable_output
 from keras_hsum.checks import check_int
+from keras_hsum.features import ERROR
+from keras_hsum.features import SUMMARY
 
 
 def add_parser(subparsers):
@@ -221,12 +223,12 @@ def model_system(path, batch_size=8, name=None, verbose=True):
         for start in range(0, len(examples), batch_size):
             batch = examples[start:start + batch_size]
             for example, result in zip(batch, summarize_examples(loaded, batch, batch_size)):
-                error = _text(result.get("error", b""))
+                error = _text(result.get(ERROR, b""))
                 if error:
                     info["errors"][example.id] = error
                     summaries.append("")
                 else:
-                    summaries.append(_text(result["summary"]))
+                    summaries.append(_text(result[SUMMARY]))
             if progress is not None:
                 progress.add(len(batch))
         return summaries

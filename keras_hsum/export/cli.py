@@ -157,15 +157,15 @@ def _summarize(args):
     results = summarize_examples(loaded, examples, batch_size=args.batch_size)
     failed = 0
     for example, result in zip(examples, results):
-        summary = as_text(result["summary"])
-        error = as_text(result.get("error", b""))
+        summary = as_text(result[features.SUMMARY])
+        error = as_text(result.get(features.ERROR, b""))
         failed += bool(error)
         if args.jsonl:
-            record = {"id": example.id, "summary": summary}
-            if "score" in result:
-                record["score"] = float(result["score"])
+            record = {"id": example.id, features.SUMMARY: summary}
+            if features.SCORE in result:
+                record[features.SCORE] = float(result[features.SCORE])
             if error:
-                record["error"] = error
+                record[features.ERROR] = error
             print(json.dumps(record, ensure_ascii=False))
         else:
             print(f"[{example.id}] {summary}" + (f"  (error: {error})" if error else ""))

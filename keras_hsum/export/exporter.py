@@ -568,21 +568,21 @@ def write_explanations(path, examples, results):
     for target, example, result in zip(
         explain_paths(path, len(results)), examples, results
     ):
-        title = f"{example.id}: {as_text(result.get('summary', b''))[:50]}"
-        if "sentence_scores" in result:
+        title = f"{example.id}: {as_text(result.get(features.SUMMARY, b''))[:50]}"
+        if features.SENTENCE_SCORES in result:
             explain.plot_sentence_scores(
-                target, result["sentences"], result["sentence_scores"],
-                result["indices"], title=title,
+                target, result[features.SENTENCES], result[features.SENTENCE_SCORES],
+                result[features.INDICES], title=title,
             )
-        elif "selected_snippet_ids" in result:
+        elif features.SELECTED_SNIPPET_IDS in result:
             explain.plot_segment_selection(
-                target, result["selected_snippet_ids"], result["paragraphs"],
+                target, result[features.SELECTED_SNIPPET_IDS], result[features.PARAGRAPHS],
                 title=title,
             )
         else:
             explain.plot_token_attention(
-                target, result["summary_tokens"], result["paragraphs"],
-                result["token_attention"], title=title,
+                target, result[features.SUMMARY_TOKENS], result[features.PARAGRAPHS],
+                result[features.TOKEN_ATTENTION], title=title,
             )
         written.append(target)
     return written

@@ -39,11 +39,31 @@ import tempfile
 import tensorflow as tf
 
 from keras_hsum.checks import check_int
-from keras_hsum.decoding.search_options import SearchOptions  # noqa: F401 (its old home)
+# Its home is keras_hsum.decoding.search_options; docs/library.md keeps this
+# name importable for code written before it moved.
+from keras_hsum.decoding.search_options import SearchOptions  # noqa: F401
+from keras_hsum.features import ERROR
+from keras_hsum.features import EXTRACTED
+from keras_hsum.features import INDICES
+from keras_hsum.features import PARAGRAPH_ATTENTION
 from keras_hsum.features import PARAGRAPH_MASK
+from keras_hsum.features import PARAGRAPHS
+from keras_hsum.features import PREDICTED_ATTENTION
+from keras_hsum.features import RANK_SCORE
+from keras_hsum.features import SCORE
+from keras_hsum.features import SCORES
+from keras_hsum.features import SELECTED_IDS
+from keras_hsum.features import SELECTED_SNIPPET_IDS
+from keras_hsum.features import SELECTED_SNIPPETS
+from keras_hsum.features import SENTENCE_SCORES
+from keras_hsum.features import SENTENCES
 from keras_hsum.features import SOURCE_OOV_WORDS
+from keras_hsum.features import SUMMARY
+from keras_hsum.features import SUMMARY_IDS
 from keras_hsum.features import SUMMARY_TOKENS
+from keras_hsum.features import TOKEN_ATTENTION
 from keras_hsum.features import TOKEN_MASK
+from keras_hsum.features import UNIT_TEXTS
 
 DEFAULT_SIGNATURE = "serving_default"
 CONTEXT_SIGNATURE = "summarize_with_context"
@@ -181,8 +201,8 @@ def best_hypothesis_outputs(result, features, detokenize, pad_id=0):
     pieces = tf.where(real, pieces, tf.constant(""))
 
     aux = result.get("aux", {})
-    if "paragraph_attention" in aux:
-        attention = tf.cast(aux["paragraph_attention"][:, 0], tf.float32)  # [B,L,P]
+    if PARAGRAPH_ATTENTION in aux:
+        attention = tf.cast(aux[PARAGRAPH_ATTENTION][:, 0], tf.float32)  # [B,L,P]
         paragraphs = tf.shape(attention)[2]
         keep = tf.logical_and(
             real[:, :, None], paragraph_mask[:, None, :paragraphs]
@@ -196,18 +216,18 @@ def best_hypothesis_outputs(result, features, detokenize, pad_id=0):
     paragraph_attention = _normalised(tf.reduce_sum(attention, axis=1), axis=1)
     error = tf.where(valid, tf.constant(""), tf.constant(EMPTY_INPUT_ERROR))
     outputs = {
-        "summary": summary,
-        "score": score,
-        "summary_ids": tf.where(real, sequences, pad_id),
+        SUMMARY: summary,
+        SCORE: score,
+        SUMMARY_IDS: tf.where(real, sequences, pad_id),
         SUMMARY_TOKENS: pieces,
-        "token_attention": token_attention,
-        "paragraph_attention": paragraph_attention,
-        "error": error,
+        TOKEN_ATTENTION: token_attention,
+        PARAGRAPH_ATTENTION: paragraph_attention,
+        ERROR: error,
     }
-    if "unit_texts" in features:
-        outputs["paragraphs"] = features["unit_texts"]
-    if "selected_ids" in aux:
-        outputs["selected_ids"] = tf.cast(aux["selected_ids"][:, 0], tf.int32)
+    if UNIT_TEXTS in features:
+        outputs[PARAGRAPHS] = features[UNIT_TEXTS]
+    if SELECTED_IDS in aux:
+        outputs[SELECTED_IDS] = tf.cast(aux[SELECTED_IDS][:, 0], tf.int32)
     return outputs
 
 
@@ -279,7 +299,12 @@ class SummarizerModule(tf.Module):
     the request are summarized). SEAL adds
     `selected_snippet_ids` int32 [B,M,P'] and `selected_snippets` tf.string
     [B,M,P'] (the snippets selected for each of the M decoded segments);
-    with a PHT `predictor`, `predicted_attention` float32 [B,P] (η̂).
+    with a PHT `predictor`, `predicted_attention` float32 [B,P] (η̂); for a
+    structurer that ranks its rows (the paragraphs family: HT, PHT),
+    `rank_score` float32 [B,P], each row's ranking score (the learned
+    ranker's with rank="learned", else the tf-idf cosine with the
+    title/query; 0 on padding). `keras_hsum.features.summarizer_outputs`
+    declares these names.
 
     Args:
         model: a `keras_hsum.models.Summarizer` (TensorFlow backend).
@@ -328,10 +353,10 @@ class SummarizerModule(tf.Module):
                 },
                 training=False,
             )
-            inputs["predicted_attention"] = tf.cast(eta, tf.float32)
+            inputs[PREDICTED_ATTENTION] = tf.cast(eta, tf.float32)
         result = dict(self._search_fn(self.model, inputs))
         if self.predictor is not None:
-            result["predicted_attention"] = inputs["predicted_attention"]
+            result[PREDICTED_ATTENTION] = inputs[PREDICTED_ATTENTION]
         return result
 
     def summarize(self, documents, title=None, query=None):
@@ -361,22 +386,24 @@ class SummarizerModule(tf.Module):
         outputs = best_hypothesis_outputs(
             result, features, self._detokenizer(features), pad_id=self.pad_id
         )
-        selected = outputs.pop("selected_ids", None)
+        selected = outputs.pop(SELECTED_IDS, None)
         if selected is not None:
             ids, texts = seal_segment_outputs(
                 selected,
                 tf.cast(result["lengths"][:, 0], tf.int32),
-                features["unit_texts"],
+                features[UNIT_TEXTS],
                 self.segment_length,
             )
-            outputs["selected_snippet_ids"] = ids
-            outputs["selected_snippets"] = texts
-        if "predicted_attention" in result:
-            outputs["predicted_attention"] = result["predicted_attention"]
+            outputs[SELECTED_SNIPPET_IDS] = ids
+            outputs[SELECTED_SNIPPETS] = texts
+        if PREDICTED_ATTENTION in result:
+            outputs[PREDICTED_ATTENTION] = result[PREDICTED_ATTENTION]
+        if RANK_SCORE in features:
+            outputs[RANK_SCORE] = tf.cast(features[RANK_SCORE], tf.float32)
         if over is not None:
-            outputs["error"] = tf.where(
+            outputs[ERROR] = tf.where(
                 over, request_too_large_error(size, self.max_request_bytes),
-                outputs["error"],
+                outputs[ERROR],
             )
         return outputs
 
@@ -472,9 +499,9 @@ class ExtractorModule(tf.Module):
     def _extract(self, inputs):
         indices, scores, sentence_scores = self.model.extract(inputs, k=self.k)
         return {
-            "indices": tf.cast(indices, tf.int32),
-            "scores": tf.cast(scores, tf.float32),
-            "sentence_scores": tf.cast(sentence_scores, tf.float32),
+            INDICES: tf.cast(indices, tf.int32),
+            SCORES: tf.cast(scores, tf.float32),
+            SENTENCE_SCORES: tf.cast(sentence_scores, tf.float32),
         }
 
     def extract_all(self, document):
@@ -490,22 +517,22 @@ class ExtractorModule(tf.Module):
             key: value for key, value in features.items() if value.dtype != tf.string
         }
         result = self.score_sentences(numeric)
-        sentences = features["unit_texts"]
+        sentences = features[UNIT_TEXTS]
         mask = tf.cast(features[PARAGRAPH_MASK], tf.bool)
         valid = tf.reduce_any(mask, axis=1)
-        indices = result["indices"]
+        indices = result[INDICES]
         extracted = tf.gather(sentences, tf.maximum(indices, 0), axis=1, batch_dims=1)
         extracted = tf.where(indices >= 0, extracted, tf.constant(""))
         summary = tf.strings.reduce_join(extracted, axis=1, separator=" ")
         summary = tf.strings.strip(tf.strings.regex_replace(summary, " +", " "))
         return {
-            "sentences": sentences,
-            "sentence_scores": tf.where(mask, result["sentence_scores"], 0.0),
-            "summary": tf.where(valid, summary, tf.constant("")),
-            "indices": indices,
-            "extracted": extracted,
-            "scores": result["scores"],
-            "error": tf.where(
+            SENTENCES: sentences,
+            SENTENCE_SCORES: tf.where(mask, result[SENTENCE_SCORES], 0.0),
+            SUMMARY: tf.where(valid, summary, tf.constant("")),
+            INDICES: indices,
+            EXTRACTED: extracted,
+            SCORES: result[SCORES],
+            ERROR: tf.where(
                 tf.not_equal(too_large, ""), too_large,
                 tf.where(valid, tf.constant(""), tf.constant(EMPTY_DOCUMENT_ERROR)),
             ),
@@ -515,7 +542,7 @@ class ExtractorModule(tf.Module):
     def serving_default(self, document):
         """document [B] → sentences, sentence_scores, summary, indices, scores, error."""
         outputs = self.extract_all(_document_input(document))
-        outputs.pop("extracted")
+        outputs.pop(EXTRACTED)
         return outputs
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="document")])
@@ -524,7 +551,7 @@ class ExtractorModule(tf.Module):
         outputs = self.extract_all(_document_input(document))
         return {
             key: outputs[key]
-            for key in ("summary", "indices", "extracted", "scores", "error")
+            for key in (SUMMARY, INDICES, EXTRACTED, SCORES, ERROR)
         }
 
     def signatures(self):
