@@ -12,7 +12,8 @@ run's `max_paragraphs` of them (the candidates P_c), and the title/query cut
 to the ranker run's `context_length` tokens, go through the ranker; the
 rows are sorted by score, best first, ties in reading order, and the first
 P (`max_units`) are kept; `rank_score` holds their ranker scores. Rows past
-the first P_c are never candidates.
+the first P_c are never candidates, although HT's ranker scores every input
+paragraph (docs/assumptions.md, note 4).
 
 The ranker reads token ids, so it must share the summarizer's SentencePiece
 vocabulary: a ranker run with another `vocabulary.model` is refused
