@@ -5,7 +5,7 @@
     keras-hsum vocab  --data D --out F   train a SentencePiece vocabulary on a corpus
     keras-hsum structure --data D --vocab F --family paragraphs
                                          structure a corpus, print shapes and truncation
-    keras-hsum preprocess --recipe pht --config tiny --data D --out shards/train
+    keras-hsum preprocess --recipe pht --config tiny [--data D] --out shards/train
                      [--split train|val] [--vocab F] [--num-shards N] [--direct-num-workers K]
                                          a corpus to TFRecord shards with Apache Beam
     keras-hsum train --recipe pht --config tiny [--data D] --out runs/pht
@@ -228,7 +228,12 @@ def _preprocess(args):
     try:
         config = parse_overrides(recipes.config(args.recipe, args.config), args.set)
         data = args.data
-        if os.path.isdir(data):
+        if data is None:
+            # As `keras-hsum train` without --data: the recipe's corpus.
+            data = corpora.corpus_path(config.dataset, args.split)
+            print(f"[preprocess] no --data: reading the recipe's dataset "
+                  f"{config.dataset!r}, {args.split} split ({data})", file=sys.stderr)
+        elif os.path.isdir(data):
             for stem in corpora.SPLIT_FILE_STEMS[args.split]:
                 for suffix in (".jsonl.gz", ".jsonl", ".json.gz"):
                     candidate = os.path.join(data, stem + suffix)
@@ -354,9 +359,11 @@ def build_parser():
     prep.add_argument("--recipe", required=True, help="e.g. pht, ht, flat, seal")
     prep.add_argument("--config", default="tiny", help="tiny | paper | ...")
     prep.add_argument(
-        "--data", required=True,
+        "--data", default=None,
         help="JSONL/text file, a folder of them, or a folder of train/val splits "
-        "(the --split file is read)",
+        "(the --split file is read); default, as for train: the --split file of "
+        "the recipe's corpus under ../shared/data ($KERAS_HSUM_DATA first) or "
+        "the bundled sample",
     )
     prep.add_argument("--out", required=True, help="the shard folder to write")
     prep.add_argument(

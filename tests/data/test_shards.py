@@ -192,6 +192,34 @@ def test_preprocess_refuses_a_recipe_without_per_example_structure(corpus, tmp_p
     assert "cannot be written to shards once" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # 35 s on 2 cores (a Beam pipeline)
+def test_preprocess_without_data_reads_the_recipes_dataset(
+    real_examples, vocabulary, tmp_path, monkeypatch
+):
+    """As `keras-hsum train`, `preprocess` without --data reads the --split
+    file of the recipe's corpus (ht tiny: qmsum_goldspan), found where
+    `corpora.corpus_path` looks first ($KERAS_HSUM_DATA)."""
+    import gzip
+
+    config = recipes.config("ht", "tiny")
+    examples = list(real_examples(config.dataset, "val")[:3])
+    root = tmp_path / "data"
+    (root / config.dataset).mkdir(parents=True)
+    plain = str(tmp_path / "val.jsonl")
+    _write_jsonl(plain, examples)
+    with open(plain, "rb") as source, gzip.open(root / config.dataset / "val.jsonl.gz", "wb") as gz:
+        gz.write(source.read())
+    monkeypatch.setenv("KERAS_HSUM_DATA", str(root))
+    vocab = str(tmp_path / "vocab.model")
+    vocabulary.save(vocab)
+    out = str(tmp_path / "out")
+    assert cli.main(["preprocess", "--recipe", "ht", "--config", "tiny", "--out", out,
+                     "--vocab", vocab, "--split", "val", "--num-shards", "1"]) == 0
+    ids = [e["example_id"] for e in shards.read_shards(
+        out, batch_size=1, include_ids=True, cycle_length=1).unbatch()]
+    assert sorted(i.numpy().decode() for i in ids) == sorted(e.id for e in examples)
+
+
 @pytest.mark.slow
 def test_two_worker_direct_runner_writes_the_same_examples(corpus, tmp_path):
     out = str(tmp_path / "two")
