@@ -79,7 +79,9 @@ CONFIGS = {
 
 def build_model(config, vocabulary_size):
     if config.backbone:
-        return backbone_model(config, vocabulary_size, "flat_transformer")
+        model = backbone_model(config, vocabulary_size, "flat_transformer")
+        model.check_source_length(config.max_source_length)
+        return model
     return FlatTransformer(
         vocabulary_size=vocabulary_size,
         hidden_dim=config.hidden_dim,

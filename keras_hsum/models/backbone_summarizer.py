@@ -332,6 +332,29 @@ class BackboneSummarizer(Summarizer):
         """Dh: D / H (T5: its `key_value_dim` when set)."""
         return self.computation.head_dim
 
+    def check_source_length(self, max_source_length, setting="max_source_length"):
+        """Refuses, before any data is read, a source longer than the
+        backbone's learned positions: a flat source of `max_source_length`
+        tokens (N) must fit BART's `max_sequence_length` (T5: no limit).
+
+        Args:
+            max_source_length: N, the tokens of the flat source.
+            setting: the config field that sets N, for the message.
+
+        Raises:
+            ValueError: N > the backbone's `max_sequence_length`; the message
+                names `setting`, both numbers and the `--set` that fits.
+        """
+        limit = self.max_sequence_length
+        if limit is not None and int(max_source_length) > limit:
+            raise ValueError(
+                f"{self.name}: {setting}={int(max_source_length)}, and the backbone "
+                f"reads at most {limit} source positions (its max_sequence_length: "
+                "its learned position embeddings end there). Set "
+                f"--set {setting}={limit} (or less), or choose a backbone with more "
+                "positions."
+            )
+
     def _check_length(self, name, length):
         limit = self.max_sequence_length
         if limit is not None and length is not None and int(length) > limit:

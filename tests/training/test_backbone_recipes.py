@@ -91,3 +91,23 @@ def test_backbone_options_are_checked(t5_preset):
         config.replace(backbone=t5_preset, backbone_learning_rate_scale="fast")
     with pytest.raises(ValueError, match="optimizer='adam'"):
         config.replace(backbone=t5_preset, backbone_learning_rate_scale=0.5, optimizer="adagrad")
+
+
+def test_flat_on_a_bart_backbone_refuses_a_source_past_its_positions(
+    tmp_path, real_examples
+):
+    """BART's learned positions end at max_sequence_length (8 in the test
+    preset): the flat recipe refuses max_source_length=400 when it builds
+    the model, naming the setting, both numbers and the --set that fits."""
+    from keras_hsum import recipes
+    from keras_hsum.data import PresetVocabulary
+
+    bart = save_presets(tmp_path, real_examples, kinds=("bart",))["bart"]
+    size = PresetVocabulary.from_preset(bart).vocabulary_size
+    config = recipes.config("flat", "tiny").replace(backbone=bart)
+    assert config.max_source_length == 400
+    with pytest.raises(ValueError, match=r"max_source_length=400.* at most 8 source "
+                                         r"positions.*--set max_source_length=8"):
+        recipes.get("flat").build_model(config, size)
+    model = recipes.get("flat").build_model(config.replace(max_source_length=8), size)
+    assert model.max_sequence_length == 8
