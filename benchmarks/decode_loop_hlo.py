@@ -29,7 +29,6 @@ Functions the accelerator benchmark calls (all need `KERAS_BACKEND=jax`):
   `main()` prints (a tiny cached step; PHT at paper size).
 
 Usage: KERAS_BACKEND=jax python benchmarks/decode_loop_hlo.py [--no-paper]
-       [--stop-check-every N]
 Run it against another checkout with PYTHONPATH=/that/checkout (the
 checkout's `keras_hsum` comes first on the path).
 """
@@ -121,7 +120,10 @@ def loop_figures(hlo_text):
     a GPU top-k kernel works row by row, so a top-k over K·V in one row is
     K times longer and K times less parallel than K rows of V);
     `kernels`: kernel-like instructions in its body (see the module
-    docstring); `kernel_opcodes`: {opcode: count} of those.
+    docstring); `kernel_opcodes`: {opcode: count} of those;
+    `host_reads_per_token`: condition reads per innermost iteration (0 for
+    a known trip count; 1/n for a loop whose iterations run an inner loop
+    of n iterations of known trip count).
     """
     computations = parse_hlo(hlo_text)
     shapes = {i["name"]: i["shape"] for body in computations.values() for i in body}
@@ -167,6 +169,19 @@ def loop_figures(hlo_text):
     entry = next(name for name in computations if re.search(
         r"^ENTRY\s+%" + re.escape(name) + r"\s", hlo_text, re.M))
     walk(entry, None, {"largest_topk": 0, "kernels": 0, "kernel_opcodes": {}}, set())
+
+    def iterations_within(loop):
+        """Innermost iterations one iteration of `loop` runs (its nested
+        loops of known trip count multiplied; 1 without any)."""
+        inner = [iterations_within(child) * child["known_trip_count"] for child in loops
+                 if child["parent"] == loop["loop"] and child["known_trip_count"]]
+        return max(inner, default=1)
+
+    for loop in loops:
+        # The token loop is the innermost: an outer loop of unknown trip count
+        # reads its condition once per iterations_within(loop) tokens.
+        loop["host_reads_per_token"] = (
+            0.0 if loop["known_trip_count"] else 1.0 / iterations_within(loop))
     return loops
 
 
@@ -232,9 +247,10 @@ def _search_accepts(name):
 
 
 def toy_figures(batch=8, beams=5, length=200, vocabulary=8000, hidden=64, terms="none",
-                search_options=None):
+                search_options=None, keras_hub=True):
     """`{"ours": loops, "keras-hub": loops}` for `toy_step` (`terms`: "none"
-    or "pht" = GNMT length normalisation 0.6 and trigram blocking)."""
+    or "pht" = GNMT length normalisation 0.6 and trigram blocking;
+    `search_options`: more keywords of `search`)."""
     import numpy as np
     from keras import ops
 
@@ -248,8 +264,11 @@ def toy_figures(batch=8, beams=5, length=200, vocabulary=8000, hidden=64, terms=
         return logits, keys, {}
 
     keys = np.zeros((batch * beams, length, hidden), "float32")
-    ours = ours_hlo(step_fn, keys, batch, beam_size=beams, max_length=length, bos_id=2,
-                    eos_id=3, pad_id=0, terms=terms, **(search_options or {}))
+    figures = {"ours": loop_figures(ours_hlo(
+        step_fn, keys, batch, beam_size=beams, max_length=length, bos_id=2, eos_id=3, pad_id=0,
+        terms=terms, **(search_options or {})))}
+    if not keras_hub:
+        return figures
 
     def next_fn(prompt, keys, index):
         ids = ops.take(prompt, index - 1, axis=1)
@@ -259,7 +278,8 @@ def toy_figures(batch=8, beams=5, length=200, vocabulary=8000, hidden=64, terms=
     prompt = np.zeros((batch, length + 1), "int32")
     prompt[:, 0] = 2
     hub = keras_hub_hlo(next_fn, prompt, np.zeros((batch, length, hidden), "float32"), beams)
-    return {"ours": loop_figures(ours), "keras-hub": loop_figures(hub)}
+    figures["keras-hub"] = loop_figures(hub)
+    return figures
 
 
 def paper_pht_figures(batch=1, beams=5, length=200, search_options=None):
@@ -303,15 +323,15 @@ def paper_pht_figures(batch=1, beams=5, length=200, search_options=None):
 
 def table_lines(title, figures):
     lines = [f"### {title}", "",
-             "| search | loop (parent) | known trip count | longest top-k row | "
-             "kernel-like ops in body | largest opcodes |",
-             "|---|---|---|---|---|---|"]
+             "| search | loop (parent) | known trip count | host reads per token | "
+             "longest top-k row | kernel-like ops in body | largest opcodes |",
+             "|---|---|---|---|---|---|---|"]
     for search_name, loops in figures.items():
         for loop in loops:
             opcodes = sorted(loop["kernel_opcodes"].items(), key=lambda item: -item[1])[:5]
             lines.append(
                 f"| {search_name} | {loop['loop']} ({loop['parent'] or 'top'}) | "
-                f"{loop['known_trip_count'] or 'no (host check every iteration)'} | "
+                f"{loop['known_trip_count'] or 'no'} | {loop['host_reads_per_token']:.3g} | "
                 f"{loop['largest_topk']:,} | {loop['kernels']} | "
                 + ", ".join(f"{name} {count}" for name, count in opcodes) + " |")
     return lines
@@ -320,8 +340,6 @@ def table_lines(title, figures):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--no-paper", action="store_true", help="skip PHT at paper size")
-    parser.add_argument("--stop-check-every", type=int, default=None,
-                        help="pass search's stop_check_every (where it has it)")
     args = parser.parse_args(argv)
     import keras
 
@@ -330,20 +348,28 @@ def main(argv=None):
                          f"KERAS_BACKEND=jax (the backend is {keras.backend.backend()}).")
     import keras_hsum
 
-    options = {}
-    if args.stop_check_every is not None and _search_accepts("stop_check_every"):
-        options["stop_check_every"] = args.stop_check_every
-    print(f"keras_hsum from {os.path.dirname(keras_hsum.__file__)}; search options {options}")
+    # Where search has stop_check_every: its default, every position, never.
+    variants = [("ours", {})]
+    if _search_accepts("stop_check_every"):
+        variants = [("ours (default N=8)", {}), ("ours (N=1)", {"stop_check_every": 1}),
+                    ("ours (static)", {"stop_check_every": None})]
+    print(f"keras_hsum from {os.path.dirname(keras_hsum.__file__)}")
     for terms in ("none", "pht"):
-        started = time.time()
-        figures = toy_figures(terms=terms, search_options=options)
+        started, figures = time.time(), {}
+        for at, (label, options) in enumerate(variants):
+            found = toy_figures(terms=terms, search_options=options, keras_hub=at == 0)
+            figures[label] = found["ours"]
+            if "keras-hub" in found:
+                keras_hub_figures = found["keras-hub"]
+        figures["keras-hub"] = keras_hub_figures
         print("\n".join(table_lines(
             f"toy step, batch 8, beam 5, 200 tokens, V 8,000, terms: {terms} "
             f"({time.time() - started:.0f} s to compile)", figures)) + "\n", flush=True)
     if not args.no_paper:
         for batch in (1, 8):
             started = time.time()
-            figures = paper_pht_figures(batch=batch, search_options=options)
+            figures = paper_pht_figures(batch=batch)
+            figures = {variants[0][0]: figures["ours"], "keras-hub": figures["keras-hub"]}
             print("\n".join(table_lines(
                 f"PHT 30×100 at paper size, batch {batch}, beam 5, 200 tokens "
                 f"({time.time() - started:.0f} s to build and compile)", figures)) + "\n",

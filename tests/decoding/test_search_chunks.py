@@ -94,6 +94,7 @@ def _compare(table, attention, beams, length, terms, greedy, checks=CHECKS):
     return stop
 
 
+@pytest.mark.jax_slow  # 50-90 s each under JAX on a loaded 2-core machine
 @pytest.mark.parametrize("mix", range(6))
 def test_chunked_search_returns_the_reference_search(mix):
     """Random and tied tables, K = 1 (greedy and beam), 2, 3; L = 8, so that
@@ -111,7 +112,7 @@ def test_chunked_search_returns_the_reference_search(mix):
         _compare(table, attention, beams, length, _term_mixes(paragraphs)[mix], greedy)
 
 
-@pytest.mark.jax_slow  # about 100 s under JAX (each search compiles its loops)
+@pytest.mark.jax_slow  # 155 s under JAX on a loaded 2-core machine (each search compiles)
 def test_the_stop_mid_chunk_changes_nothing():
     """Tables whose EOS grows likelier, so the search stops early: the
     reference's stopping positions include ones inside a chunk of 3 and of 8
@@ -144,7 +145,7 @@ def _flat_model():
     return model, inputs
 
 
-@pytest.mark.jax_slow  # about 60 s under JAX
+@pytest.mark.jax_slow  # 168 s under JAX on a loaded 2-core machine
 def test_a_cached_model_decodes_as_the_reference_for_every_n():
     """A FlatTransformer (its self-attention cache written at each position)
     with an EOS bias growing with the position: L = 11 is no multiple of 3 or
@@ -174,7 +175,7 @@ def test_a_cached_model_decodes_as_the_reference_for_every_n():
         np.testing.assert_allclose(numpy(out["log_probs"]), expected["log_probs"], atol=1e-5)
 
 
-@pytest.mark.jax_slow  # about 60 s under JAX
+@pytest.mark.jax_slow  # 237 s under JAX on a loaded 2-core machine
 def test_model_searches_and_sampling_do_not_depend_on_n():
     """`beam_search`, `greedy_search` and `sample_search` (which runs until
     every sample has ended) return the same for every N, aux included."""
