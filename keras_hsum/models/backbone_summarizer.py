@@ -1,19 +1,50 @@
 """`BackboneSummarizer`: a pretrained keras-hub encoder-decoder backbone
 (BART, T5) driven through keras_hsum's `Summarizer` decoding contract."""
 
+import math
+
 import keras
 from keras import ops
 
+from keras_hsum.features import DECODER_TOKENS
+from keras_hsum.features import PARAGRAPH_ATTENTION
 from keras_hsum.features import TOKEN_MASK
 from keras_hsum.features import TOKENS
 from keras_hsum.layers.masking import as_bool_mask
+from keras_hsum.layers.masking import fold_rows
+from keras_hsum.layers.masking import masked_softmax
 from keras_hsum.models.summarizer import Summarizer
 from keras_hsum.models.summarizer import decoder_padding_mask
 from keras_hsum.models.summarizer import flat_tokens
 from keras_hsum.models.summarizer import optional_mask
 from keras_hsum.models.summarizer import required
+from keras_hsum.models.transformer_summary_decoder import cached_decoder_layer
 from keras_hsum.models.transformer_summary_decoder import decoder_cross_attention_caches
-from keras_hsum.models.transformer_summary_decoder import run_cached_decoder_layers
+
+
+def cross_attention_probabilities(query, keys, memory_mask, scale):
+    """A cross-attention's probabilities at one decoder position, averaged
+    over its heads.
+
+    Args:
+        query: float [N,1,H,Dh], the projected query; N = B·K rows, row
+            b·K + k reading example b of `keys` (K = 1: one row each).
+        keys: float [B,M,H,Dh], the cached keys of the memory.
+        memory_mask: bool [B,M].
+        scale: what multiplies q·k (BART: Dh^-1/2; T5: 1).
+
+    Returns:
+        float32 [N,M]: softmax over the real memory positions of
+        scale · q·k, the mean over the H heads; each row sums to 1.
+    """
+    query, rows = fold_rows(query, keys)  # [B,K,H,Dh]
+    scores = ops.einsum(
+        "bshk,bmhk->bhsm", ops.cast(query, "float32"), ops.cast(keys, "float32")
+    ) * scale
+    probabilities = masked_softmax(
+        scores, as_bool_mask(memory_mask)[:, None, None, :], axis=-1
+    )
+    return ops.reshape(ops.mean(probabilities, axis=1), (rows, -1))
 
 
 class BartComputation:
@@ -24,7 +55,7 @@ class BartComputation:
 
     `shares_memory`: its cached decoder step lets the K hypotheses of an
     example read one copy of the memory's keys and values
-    (`run_cached_decoder_layers`)."""
+    (`cached_decoder_layer`)."""
 
     shares_memory = True
 
@@ -81,17 +112,27 @@ class BartComputation:
         return decoder_cross_attention_caches(self.backbone.decoder_transformer_layers, memory)
 
     def decode_step(self, tokens, index, memory, memory_mask, self_caches, cross_caches,
-                    between=None):
-        """int [B,1] at `index` → (hidden [B,1,D], self_caches updated at index)."""
-        return run_cached_decoder_layers(
-            self.backbone.decoder_transformer_layers,
-            self._embed(tokens, start_index=index),
-            index,
-            memory_mask,
-            self_caches,
-            cross_caches,
-            between=between,
-        )
+                    between=None, with_attention=False):
+        """int [N,1] at `index` → `(hidden [N,1,D], self_caches updated at
+        index, attention)`: with `with_attention`, the last decoder layer's
+        cross-attention probabilities float32 [N,M]
+        (`cross_attention_probabilities`), else None."""
+        x = self._embed(tokens, start_index=index)
+        updated = []
+        for i, layer in enumerate(self.backbone.decoder_transformer_layers):
+            x, self_cache, query_input = cached_decoder_layer(
+                layer, x, index, self_caches[:, i], cross_caches[:, i], memory_mask
+            )
+            updated.append(self_cache)
+            if between is not None:
+                x = between(i, x)
+        attention = None
+        if with_attention:
+            attention = cross_attention_probabilities(
+                layer._cross_attention_layer._query_dense(query_input),
+                cross_caches[:, -1, 0], memory_mask, 1.0 / math.sqrt(self.head_dim),
+            )
+        return x, ops.stack(updated, axis=1), attention
 
     def logits(self, hidden):
         """float [B,S,D] → [B,S,V]: the token embedding, reversed (tied)."""
@@ -173,27 +214,75 @@ class T5Computation:
         return ops.stack(caches, axis=1)
 
     def decode_step(self, tokens, index, memory, memory_mask, self_caches, cross_caches,
-                    between=None):
+                    between=None, with_attention=False):
+        """As `BartComputation.decode_step`; with `with_attention`, the last
+        layer runs through `_layer_step_with_attention`."""
         x = self.backbone.token_embedding(tokens)
         x = self.backbone.decoder_embedding_dropout(x)
         position_bias = None
         updated = []
-        for i, layer in enumerate(self.backbone.decoder_transformer_layers):
-            x, position_bias, self_cache, _ = layer(
-                x,
-                position_bias=position_bias,
-                encoder_hidden_states=memory,
-                encoder_attention_mask=memory_mask[:, None, :],
-                use_causal_mask=True,
-                self_attention_cache=self_caches[:, i],
-                self_attention_cache_update_index=index,
-                cross_attention_cache=cross_caches[:, i],
-                cross_attention_cache_update_index=None,
-            )
+        attention = None
+        layers = self.backbone.decoder_transformer_layers
+        for i, layer in enumerate(layers):
+            if with_attention and i == len(layers) - 1:
+                x, position_bias, self_cache, attention = self._layer_step_with_attention(
+                    layer, x, index, position_bias, self_caches[:, i], cross_caches[:, i],
+                    memory, memory_mask,
+                )
+            else:
+                x, position_bias, self_cache, _ = layer(
+                    x,
+                    position_bias=position_bias,
+                    encoder_hidden_states=memory,
+                    encoder_attention_mask=memory_mask[:, None, :],
+                    use_causal_mask=True,
+                    self_attention_cache=self_caches[:, i],
+                    self_attention_cache_update_index=index,
+                    cross_attention_cache=cross_caches[:, i],
+                    cross_attention_cache_update_index=None,
+                )
             updated.append(self_cache)
             if between is not None:
                 x = between(i, x)
-        return self._finish(x), ops.stack(updated, axis=1)
+        return self._finish(x), ops.stack(updated, axis=1), attention
+
+    def _layer_step_with_attention(self, layer, x, index, position_bias, self_cache,
+                                   cross_cache, memory, memory_mask):
+        """A keras-hub `T5TransformerLayer` (decoder) at one cached position,
+        inference only, through its own sublayers in its order (pre-norm
+        self-attention, cross-attention, feed-forward), so that the
+        cross-attention's query is at hand: `(x [N,1,D], position_bias,
+        self_cache, attention float32 [N,M])`, the attention being its
+        cross-attention probabilities (T5 does not scale q·k)."""
+        attention_mask = None
+        if position_bias is None:  # the stack's first layer makes the causal mask
+            attention_mask = layer._compute_self_attention_mask(x, None, self_cache, index)
+        residual = x
+        h, position_bias, self_cache = layer.self_attention(
+            layer.self_attention_layer_norm(x), mask=attention_mask,
+            position_bias=position_bias, cache=self_cache, cache_update_index=index,
+        )
+        x = h + residual
+        residual = x
+        query_input = layer.cross_attention_layer_norm(x)
+        h, _, _ = layer.cross_attention(
+            query_input, key_value_states=memory, mask=memory_mask[:, None, :],
+            cache=cross_cache, cache_update_index=None,
+        )
+        x = h + residual
+        residual = x
+        h = layer.layer_norm(x)
+        if layer.use_gated_activation:
+            h = layer.input_projector(h) * layer.gate_projector(h)
+        else:
+            h = layer.input_projector(h)
+        x = layer.output_projector(h) + residual
+        query = ops.reshape(
+            layer.cross_attention.query_projector(query_input),
+            (ops.shape(x)[0], -1, self.backbone.num_heads, self.head_dim),
+        )
+        attention = cross_attention_probabilities(query, cross_cache[:, 0], memory_mask, 1.0)
+        return x, position_bias, self_cache, attention
 
     def logits(self, hidden):
         if self.backbone.tie_embedding_weights:
@@ -264,7 +353,11 @@ class BackboneSummarizer(Summarizer):
     Returns (call):
         float32 logits [B,S,V].
 
-    Decoding aux: `{"paragraph_attention": zeros [B,1]}` (no paragraphs).
+    Decoding aux: `{"paragraph_attention": ones [B,1]}`: the flat source
+    is one row, which holds all of the decoder's cross-attention (the
+    SavedModel's `paragraph_attention` is then 1 for the row; a preset's
+    tokenizer puts no separator between the paragraphs, so the attention
+    cannot be split among them).
 
     Example:
         >>> backbone = keras_hub.models.BartBackbone.from_preset("bart_base_en")
@@ -386,7 +479,7 @@ class BackboneSummarizer(Summarizer):
     def _decode_hidden(self, decoder_tokens, memory, training=False, between=None):
         """Teacher-forced decoder states float [B,S,D] (`between`: the
         computation's between-layers hook)."""
-        self._check_length("decoder_tokens", decoder_tokens.shape[1])
+        self._check_length(DECODER_TOKENS, decoder_tokens.shape[1])
         return self.computation.decode(
             decoder_tokens,
             memory["memory"],
@@ -432,11 +525,14 @@ class BackboneSummarizer(Summarizer):
         state = {"self_caches": self._empty_self_attention_caches(batch, max_length)}
         return static, state
 
-    def _decode_step(self, ids, index, cache, between=None):
-        """`(logits float32 [B,V], cache)` of one token through the cached
-        decoder (`between`: the computation's between-layers hook)."""
+    def _decode_step(self, ids, index, cache, between=None, with_attention=False):
+        """`(logits float32 [N,V], cache, attention)` of one token through
+        the cached decoder (`between`: the computation's between-layers
+        hook); with `with_attention`, the last decoder layer's
+        cross-attention probabilities over the memory float32 [N,M], else
+        None."""
         static, state = cache
-        x, self_caches = self.computation.decode_step(
+        x, self_caches, attention = self.computation.decode_step(
             ops.expand_dims(ids, 1),
             index,
             static["memory"],
@@ -444,15 +540,17 @@ class BackboneSummarizer(Summarizer):
             state["self_caches"],
             static["cross_caches"],
             between=between,
+            with_attention=with_attention,
         )
-        return self._logits(x)[:, 0], (static, {"self_caches": self_caches})
+        return self._logits(x)[:, 0], (static, {"self_caches": self_caches}), attention
 
     def step(self, ids, index, cache):
         """One token: `(ids int [B], index, cache) → (logits float32 [B,V],
         cache, aux)`; the self-attention caches get position `index`."""
-        logits, cache = self._decode_step(ids, index, cache)
+        logits, cache, _ = self._decode_step(ids, index, cache)
         batch = ops.shape(ids)[0]
-        aux = {"paragraph_attention": ops.zeros((batch, 1), "float32")}
+        # The one source row holds all of the cross-attention.
+        aux = {PARAGRAPH_ATTENTION: ops.ones((batch, 1), "float32")}
         return logits, cache, aux
 
     def variable_groups(self):

@@ -7,7 +7,9 @@ from keras import ops
 from keras_hub.layers import SinePositionEncoding
 from keras_hub.layers import TransformerEncoder
 
+from keras_hsum.features import DECODER_TOKENS
 from keras_hsum.features import GRAPH
+from keras_hsum.features import PARAGRAPH_ATTENTION
 from keras_hsum.features import PARAGRAPH_MASK
 from keras_hsum.features import TOKEN_MASK
 from keras_hsum.features import TOKENS
@@ -68,8 +70,11 @@ class HierarchicalBackboneSummarizer(BackboneSummarizer):
     once; `step` runs one token with the self-attention caches; its aux
     `"paragraph_attention"` [B,P] is the step's paragraph attention summed
     over the decoder layers (as `ParallelHierarchicalTransformer.step`; so
-    PHT's attention-alignment score term and `summarize --explain` work), or
-    zeros without `parallel_cross_attention`.
+    PHT's attention-alignment score term and `summarize --explain` work),
+    or, without `parallel_cross_attention` (HT's global layers alone), the
+    last pretrained decoder layer's cross-attention over the P·T word
+    states, averaged over its heads and summed over each paragraph's tokens
+    (as `HierarchicalTransformer.step`).
 
     Args:
         backbone: a `keras_hub.models.BartBackbone` or `T5Backbone` (or its
@@ -303,7 +308,7 @@ class HierarchicalBackboneSummarizer(BackboneSummarizer):
                 f"{self.name}: no paragraph attention without "
                 "`parallel_cross_attention=True`."
             )
-        decoder_tokens = required(self, inputs, "decoder_tokens", "int [B,S]")
+        decoder_tokens = required(self, inputs, DECODER_TOKENS, "int [B,S]")
         memory = self.encode(inputs, training=training)
         return self.decode_with_attention(decoder_tokens, memory, training=training)[1]
 
@@ -322,23 +327,29 @@ class HierarchicalBackboneSummarizer(BackboneSummarizer):
 
     def step(self, ids, index, cache):
         """One token: `(ids int [N], index, cache) → (logits float32 [N,V],
-        cache, aux)`; aux `"paragraph_attention"` float32 [N,P]. N = B, or
-        B·K with `beam_cache` (row b·K + k reads example b of the memory)."""
+        cache, aux)`; aux `"paragraph_attention"` float32 [N,P]: the parallel
+        cross attention's A_para summed over the decoder layers, or without
+        it the last decoder layer's cross-attention summed over each
+        paragraph's T tokens (each row sums to 1 over the real paragraphs).
+        N = B, or B·K with `beam_cache` (row b·K + k reads example b of the
+        memory)."""
         static = cache[0]
         attentions = []
-        logits, cache = self._decode_step(
+        logits, cache, word_attention = self._decode_step(
             ids, index, cache,
             between=self._between(static, attentions, caches=static.get("paragraph_caches")),
+            with_attention=not self.parallel_cross_attention,
         )
         if attentions:
             attention = attentions[0][:, 0]
             for other in attentions[1:]:
                 attention = attention + other[:, 0]
         else:
-            attention = ops.zeros(
-                (ops.shape(ids)[0], ops.shape(static[PARAGRAPH_MASK])[1]), "float32"
+            paragraphs = ops.shape(static[PARAGRAPH_MASK])[1]
+            attention = ops.sum(
+                ops.reshape(word_attention, (ops.shape(ids)[0], paragraphs, -1)), axis=-1
             )
-        return logits, cache, {"paragraph_attention": attention}
+        return logits, cache, {PARAGRAPH_ATTENTION: attention}
 
     def get_config(self):
         config = super().get_config()

@@ -197,3 +197,44 @@ def test_ht_only_and_clear_errors(preset):
                      num_paragraph_layers=0)
     with pytest.raises(ValueError, match="must be int \\[B,P,T\\]"):
         model({"tokens": inputs["tokens"][:, 0], "decoder_tokens": inputs["decoder_tokens"]})
+
+
+def test_ht_only_steps_give_the_last_layers_cross_attention_per_paragraph(
+    preset, monkeypatch
+):
+    """Without the parallel cross attention, a step's aux paragraph
+    attention is the last pretrained decoder layer's cross-attention over
+    the P·T word states, averaged over heads and summed per paragraph: it
+    sums to 1 over the real paragraphs, is 0 on a padded one, and (BART)
+    equals, position by position, the probabilities that keras-hub's own
+    attention layer computes in a teacher-forced call."""
+    model = hierarchical(preset[1], parallel_cross_attention=False, num_paragraph_layers=0)
+    inputs = paragraph_inputs(seed=9)
+    decoder_tokens = inputs["decoder_tokens"]
+    cache = model.initial_cache(model.encode(inputs), max_length=decoder_tokens.shape[1])
+    steps = []
+    for t in range(decoder_tokens.shape[1]):
+        _, cache, aux = model.step(decoder_tokens[:, t], t, cache)
+        steps.append(to_numpy(aux["paragraph_attention"]))
+    attention = np.stack(steps, axis=1)  # [B,S,P]
+    np.testing.assert_allclose(attention.sum(-1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(attention[1, :, 2], 0.0, atol=1e-6)  # row 1's padded paragraph
+    assert attention[0].std() > 1e-4  # not uniform
+    if type(preset[0]).__name__ != "BartBackbone":
+        return
+    layer = model.backbone.decoder_transformer_layers[-1]._cross_attention_layer
+    original = layer._compute_attention
+    recorded = []
+
+    def recording(*args, **kwargs):
+        kwargs["return_attention_scores"] = True
+        output, scores = original(*args, **kwargs)
+        recorded.append(to_numpy(scores))
+        return output, scores
+
+    monkeypatch.setattr(layer, "_compute_attention", recording)
+    model(inputs)
+    batch, paragraphs, length = inputs["tokens"].shape
+    reference = recorded[-1].mean(axis=1)  # [B,S,P·T], heads averaged
+    reference = reference.reshape(batch, -1, paragraphs, length).sum(-1)
+    np.testing.assert_allclose(attention, reference, atol=1e-5)
