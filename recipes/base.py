@@ -19,15 +19,18 @@ A recipe is a module `recipes/<name>.py` with:
 
 Library code never imports recipes; `keras_hsum.training.train` and the CLI
 take a recipe module and a config.
+
+A recipe module imports without TensorFlow (or sentencepiece): its configs
+and `build_model` need only Keras and keras_hsum's layers and models, so a
+machine with JAX alone can build and train the paper models. Whatever reads
+or structures data (`keras_hsum.data`, TensorFlow) is imported inside the
+functions that use it (`make_dataset`, `structure_options`, ...); see
+tests/test_no_tensorflow.py.
 """
 
 import dataclasses
 import hashlib
 import os
-
-from keras_hsum.data import DatasetOptions
-from keras_hsum.data import make_dataset
-from keras_hsum.data.example_features import ExampleStructure
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,9 +169,13 @@ def batches(
     Returns:
         tf.data of feature dicts, before `training_pairs`.
     """
+    from keras_hsum.data import DatasetOptions
+    from keras_hsum.data import make_dataset
+    from keras_hsum.data import shards
+    from keras_hsum.data.example_features import ExampleStructure
+
     if isinstance(source, _StructureProbe):
         raise _Probed(ExampleStructure(family, **_structure_arguments(structure)))
-    from keras_hsum.data import shards
 
     options = DatasetOptions(
         batch_size=config.batch_size,

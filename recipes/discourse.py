@@ -13,7 +13,6 @@ import dataclasses
 
 import keras
 
-from keras_hsum.data import training_pairs
 from keras_hsum.models.discourse_summarizer import DiscourseSummarizer
 from keras_hsum.models.losses import LabelSmoothedCrossEntropy
 from keras_hsum.recipes.base import RecipeConfig
@@ -138,6 +137,8 @@ def _family_options(config):
 def make_dataset(
     config, source, vocabulary, *, training, seed=0, cache=None, max_examples=None
 ):
+    from keras_hsum.data import training_pairs
+
     dataset = batches(
         config,
         source,

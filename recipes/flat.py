@@ -6,7 +6,6 @@ The documents are concatenated in tf-idf rank order and truncated to
 
 import dataclasses
 
-from keras_hsum.data import training_pairs
 from keras_hsum.models import FlatTransformer
 from keras_hsum.recipes.base import BackboneOptions
 from keras_hsum.recipes.base import RecipeConfig
@@ -99,6 +98,8 @@ def build_model(config, vocabulary_size):
 def make_dataset(
     config, source, vocabulary, *, training, seed=0, cache=None, max_examples=None
 ):
+    from keras_hsum.data import training_pairs
+
     dataset = batches(
         config,
         source,

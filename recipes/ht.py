@@ -12,8 +12,6 @@ structurer, so an exported run serves it too) for the `graph_heads`.
 
 import dataclasses
 
-from keras_hsum.data import training_pairs
-from keras_hsum.data.pipeline import paragraph_graph
 from keras_hsum.models.hierarchical_transformer import HierarchicalTransformer
 from keras_hsum.recipes.base import BackboneOptions
 from keras_hsum.recipes.base import RecipeConfig
@@ -158,6 +156,9 @@ def build_model(config, vocabulary_size):
 def make_dataset(
     config, source, vocabulary, *, training, seed=0, cache=None, max_examples=None
 ):
+    from keras_hsum.data import training_pairs
+    from keras_hsum.data.pipeline import paragraph_graph
+
     extras = [paragraph_graph(config.graph_kind)] if config.graph_kind else []
     dataset = batches(
         config,
@@ -193,5 +194,7 @@ def structure_options(config):
         **ranking_options(config),
     )
     if config.graph_kind:
+        from keras_hsum.data.pipeline import paragraph_graph
+
         options.update(paragraph_graph(config.graph_kind).structurer_options)
     return options

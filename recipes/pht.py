@@ -9,7 +9,6 @@ alignment is trained afterwards by `recipes.pht_predictor`.
 
 import dataclasses
 
-from keras_hsum.data import training_pairs
 from keras_hsum.models.parallel_hierarchical_transformer import (
     ParallelHierarchicalTransformer,
 )
@@ -173,6 +172,8 @@ def paragraph_batches(
 def make_dataset(
     config, source, vocabulary, *, training, seed=0, cache=None, max_examples=None
 ):
+    from keras_hsum.data import training_pairs
+
     dataset = paragraph_batches(
         config,
         source,

@@ -21,8 +21,6 @@ The loss is the mean squared error over real paragraphs (§4.2.1).
 import dataclasses
 import os
 
-import tensorflow as tf
-
 from keras_hsum import run_folder
 from keras_hsum.features import PARAGRAPH_MASK
 from keras_hsum.features import TARGET
@@ -198,6 +196,8 @@ def make_dataset(
         "paragraph_mask": bool [B,P]}, η float32 [B,P], weights float32
         [B,P])`.
     """
+    import tensorflow as tf
+
     teacher, teacher_vocabulary = load_teacher(
         config.teacher_run, config.teacher_checkpoint
     )

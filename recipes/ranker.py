@@ -10,9 +10,7 @@ cross-entropy per paragraph.
 import dataclasses
 
 import keras
-import tensorflow as tf
 
-from keras_hsum.data.pipeline import ranker_targets
 from keras_hsum.features import PARAGRAPH_MASK
 from keras_hsum.features import RANKER_TARGETS
 from keras_hsum.models.paragraph_ranker import ParagraphBinaryCrossEntropy
@@ -85,6 +83,10 @@ def build_model(config, vocabulary_size):
 def make_dataset(
     config, source, vocabulary, *, training, seed=0, cache=None, max_examples=None
 ):
+    import tensorflow as tf
+
+    from keras_hsum.data.pipeline import ranker_targets
+
     dataset = batches(
         config,
         source,

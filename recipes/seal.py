@@ -27,9 +27,6 @@ import math
 
 import numpy as np
 
-from keras_hsum.data import training_pairs
-from keras_hsum.data.pipeline import declare_features
-from keras_hsum.data.pipeline import seal_labels
 from keras_hsum.features import PROXY_LABELS
 from keras_hsum.features import SEGMENT_LABELS
 from keras_hsum.models.seal import SEAL
@@ -153,6 +150,9 @@ def fixed_segment_labels(segment_length, vocabulary, segments):
     """`seal_labels(segment_length, vocabulary)` with `segment_labels` cut
     or zero-padded to exactly `segments` rows ([M,P] per example), so that
     `pad_to_max=True` batches have a static shape."""
+    from keras_hsum.data.pipeline import declare_features
+    from keras_hsum.data.pipeline import seal_labels
+
     base = seal_labels(segment_length=segment_length, vocabulary=vocabulary)
 
     @declare_features(
@@ -179,6 +179,9 @@ def snippet_dataset(
         labels: "segments" (SEAL: `proxy_labels` and `segment_labels`),
             "summary" (EA: `proxy_labels`) or None (no ROUGE labels).
     """
+    from keras_hsum.data import training_pairs
+    from keras_hsum.data.pipeline import seal_labels
+
     if labels == "segments":
         extras = [
             fixed_segment_labels(

@@ -20,13 +20,7 @@ import os
 
 import keras
 import numpy as np
-import tensorflow as tf
 
-from keras_hsum.data import reader as reader_lib
-from keras_hsum.data.labels import shte_pairs
-from keras_hsum.data.pipeline import declare_features
-from keras_hsum.data.sentences import split_sentences
-from keras_hsum.data.structurer import TextStructurer
 from keras_hsum.features import PARAGRAPH_MASK
 from keras_hsum.features import SUMMARY_PARAGRAPH_MASK
 from keras_hsum.features import SUMMARY_TOKENS
@@ -164,6 +158,9 @@ def metrics(config):
 
 def _summary_example(example, summary):
     """An `Example` whose one document is `summary`, one sentence per row."""
+    from keras_hsum.data import reader as reader_lib
+    from keras_hsum.data.sentences import split_sentences
+
     sentences = tuple(split_sentences(summary))
     section = reader_lib.Section(heading=None, paragraphs=(sentences,))
     return reader_lib.Example(
@@ -196,6 +193,8 @@ class _Pairs:
         self.passes = 0
 
     def _examples(self):
+        from keras_hsum.data import reader as reader_lib
+
         if isinstance(self.source, (str, os.PathLike)):
             examples = reader_lib.read_examples(self.source, skip_invalid=True)
         else:
@@ -209,6 +208,8 @@ class _Pairs:
                 yield example
 
     def __iter__(self):
+        from keras_hsum.data.labels import shte_pairs
+
         seed = self.seed + self.passes if self.reshuffle else self.seed
         self.passes += 1
         for pair in shte_pairs(
@@ -233,6 +234,12 @@ def summary_features(config, vocabulary):
         bool [Q] (Q = `config.max_summary_sentences`, padded) and `label`
         int32 [] (1: the document's own summary).
     """
+    import tensorflow as tf
+
+    from keras_hsum.data import reader as reader_lib
+    from keras_hsum.data.pipeline import declare_features
+    from keras_hsum.data.structurer import TextStructurer
+
     rows, width, pad_id = (
         config.max_summary_sentences,
         config.max_sentence_tokens,
@@ -277,6 +284,8 @@ def make_dataset(
     `max_examples` limits the source EXAMPLES (each gives 1 +
     `negatives_per_positive` pairs), taken before pairing.
     """
+    import tensorflow as tf
+
     pairs = _Pairs(
         source,
         config.negatives_per_positive,

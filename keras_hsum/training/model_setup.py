@@ -10,7 +10,6 @@ import json
 import os
 
 import keras
-import tensorflow as tf
 
 from keras_hsum import run_folder
 from keras_hsum.decoding.reinforce import ReinforceObjective
@@ -27,6 +26,8 @@ STRATEGIES = ("default", "mirrored", "multi_worker")
 
 def make_strategy(kind):
     """A `tf.distribute.Strategy` for "default", "mirrored" or "multi_worker"."""
+    import tensorflow as tf  # here, so that the loss and optimizer set-up imports without it
+
     if kind == "default":
         return tf.distribute.get_strategy()
     if kind == "mirrored":
@@ -138,6 +139,8 @@ def replica_placement():
     this runs in: `(0, 1)` on one device or in a cross-replica context.
     `build_compiled_model` gives it to models with a sequence objective
     (`Summarizer.replica_placement`)."""
+    import tensorflow as tf
+
     context = tf.distribute.get_replica_context()
     if context is None:  # cross-replica: the whole batch
         return 0, 1
