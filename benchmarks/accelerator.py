@@ -1,0 +1,1153 @@
+"""keras_hsum where users train: paper-size training and decoding on whatever device JAX sees.
+
+Needs only JAX, Keras, keras-hub and numpy (no TensorFlow): run it with
+`KERAS_BACKEND=jax` (set here when unset). Three sections, in the order of
+`--tasks` (default: the order below, most wanted first):
+
+- `train:<recipe>:<bf16|f32>`: the recipe's `paper` config, synthetic
+  inputs of its shapes (benchmarks/recipe_steps.py), one `jax.jit` stateless
+  step (forward, the recipe's loss, backward, its optimizer; state donated)
+  under `mixed_bfloat16` or `float32`, at the paper batch (seal at
+  `BATCH_CAP`; halved on out-of-memory, the row says so). Step ms is the
+  median of timed windows of `--steps` steps after two warm-up steps;
+  MFU = the project's FLOP count of one step (benchmarks/results/
+  data_pipeline_paper_flops.json: XLA's cost analysis of value_and_grad at
+  batch 1 on CPU, discourse by hand) × batch ÷ step time ÷ the device's
+  dense bf16 peak (989.4 TFLOP/s on an H100 or H200; f32 rows are also
+  given against the TF32 peak). No peak is known for a CPU: no MFU there.
+- `decode:<model>`: paper-size beam search (beam 5, 200 tokens with EOS
+  blocked, batch 1 and 8, float32, untrained), benchmarks/decode.py's
+  paper models and inputs: ours (`keras_hsum.decoding.beam_search` with
+  GNMT 0.6 and trigram blocking), keras-hub's `BeamSampler` on the same
+  `model.step` and cache, and the floor (the encoder, the cache and 200
+  calls of `model.step` with argmax feeding, in one jit: no search at all).
+  Each is one `jax.jit` function with the weights as arguments.
+- `profile:train:<recipe>` and `profile:decode:<model>`: a
+  `jax.profiler` trace of 5 steps (or one decode per method) parsed into
+  kernel time by class (matmul, attention, elementwise, reduction, copies,
+  other), the top kernels, kernels per step (per token), the device's busy
+  fraction and the idle gaps. On an accelerator the kernels are the device
+  streams' events; on a CPU, the host's XLA op events (thunks).
+
+`--budget` seconds (default 400) guard the run: a task starts only when the
+time it is expected to take is left (it is skipped and the output says so),
+and a watchdog writes what was measured and exits at the budget + 10 s.
+`--smoke` runs every section on CPU-size configs in a couple of minutes.
+
+`--cpu-proxies` measures instead, on the CPU, what the accelerator will pay
+for the train step of `--recipes` (default pht, ht, flat, discourse) at the
+paper config and `--batch` (default 2) under mixed_bfloat16: XLA's cost
+analysis of the compiled step (flops, bytes accessed), and from its optimized
+HLO the transposes, copies, fusions and custom-calls (all, and those at the
+top level of the program: kernels of their own), and the largest float32
+buffers (any as large as the [B·S, V] logits counted). With
+benchmarks/decode_loop_hlo.py present it adds its decode-loop figures (while
+loops with a known trip count, longest top-k row, kernel-like ops per loop
+body; ours vs keras-hub). `--label before|after` names the column;
+`--checkout DIR` measures another checkout's keras_hsum and recipes (e.g. a
+`git worktree` of an older commit).
+
+Results: benchmarks/results/accelerator.json and .md (`--out DIR` elsewhere),
+merged with what is there: device runs keyed by device kind, smoke runs and
+CPU proxies apart.
+
+Usage:
+    KERAS_BACKEND=jax python benchmarks/accelerator.py [--budget 400] [--tasks ...]
+    KERAS_BACKEND=jax JAX_PLATFORMS=cpu python benchmarks/accelerator.py --smoke
+    KERAS_BACKEND=jax python benchmarks/accelerator.py --cpu-proxies --label after
+    bash benchmarks/accelerator_device.sh   # on the GPU machine (see its header)
+"""
+
+import argparse
+import collections
+import datetime
+import gc
+import glob
+import gzip
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+os.environ.setdefault("KERAS_BACKEND", "jax")
+START = time.perf_counter()
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCHMARKS = os.path.join(ROOT, "benchmarks")
+RESULTS = os.path.join(BENCHMARKS, "results")
+STEM = "accelerator"
+
+# Dense peaks (no sparsity), NVIDIA's datasheets, SXM parts.
+PEAKS = (  # (device kind contains, bf16 FLOP/s, TF32 FLOP/s)
+    ("H200", 989.4e12, 494.7e12),
+    ("H100", 989.4e12, 494.7e12),
+    ("A100", 312e12, 156e12),
+)
+BEAMS, LENGTH, DECODE_BATCHES = 5, 200, (1, 8)
+BATCH_CAP = {"seal": 4}  # seal's paper batch (256 × 256 × 64 tokens) fits no one GPU
+TRAIN_RECIPES = ("pht", "ht", "flat", "discourse", "seal", "shte")
+DECODE_MODELS = ("pht", "ht", "flat", "discourse")
+DEFAULT_TASKS = (
+    *(f"train:{name}:bf16" for name in ("pht", "ht", "flat", "discourse")),
+    "decode:pht", "decode:ht",
+    "profile:train:pht", "profile:decode:pht",
+    "train:seal:bf16", "train:shte:bf16",
+    *(f"train:{name}:f32" for name in ("pht", "ht", "flat", "discourse")),
+    "decode:flat", "decode:discourse",
+)
+# Seconds a task is expected to take on a GPU (compiles dominate); a task
+# starts only with this much budget left.
+EXPECTED_S = {"train": 45, "decode": 90, "profile:train": 30, "profile:decode": 40}
+SMOKE_EXPECTED_S = {"train": 20, "decode": 30, "profile:train": 10, "profile:decode": 15}
+# --smoke: the tiny configs made smaller still, so that the CPU compiles fast.
+SMOKE_CHANGES = {
+    "pht": dict(max_paragraphs=4, max_paragraph_tokens=16, max_target_length=16),
+    "ht": dict(max_paragraphs=4, paragraph_length=16, max_target_length=16),
+    "flat": dict(max_source_length=64, max_target_length=16),
+    "discourse": dict(max_sections=2, max_section_length=16, max_target_length=16),
+    "seal": dict(max_snippets=8, snippet_length=16, max_target_length=17, segment_length=8,
+                 extract_length=32),
+    "shte": dict(max_sentences=8, max_sentence_tokens=16),
+}
+SMOKE_DECODE = {"pht": (4, 16), "ht": (4, 16), "flat": (1, 64), "discourse": (2, 16)}
+SMOKE_LENGTH = 8
+
+
+def register_recipes(root):
+    """Make `root`/recipes importable as keras_hsum.recipes (what setup.py's
+    `package_dir` does for an installed checkout; a checkout copied onto a
+    machine and put on PYTHONPATH lacks it)."""
+    import importlib.util
+
+    import keras_hsum
+
+    spec = importlib.util.spec_from_file_location(
+        "keras_hsum.recipes", os.path.join(root, "recipes", "__init__.py"),
+        submodule_search_locations=[os.path.join(root, "recipes")])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["keras_hsum.recipes"] = module
+    spec.loader.exec_module(module)
+    keras_hsum.recipes = module
+
+
+def use_checkout(path):
+    """Import keras_hsum and its recipes from the checkout at `path`
+    instead of this one."""
+    path = os.path.abspath(path)
+    sys.path.insert(0, path)
+    for name in [m for m in sys.modules if m == "keras_hsum" or m.startswith("keras_hsum.")]:
+        del sys.modules[name]
+    import keras_hsum
+
+    if not os.path.abspath(keras_hsum.__file__).startswith(path + os.sep):
+        raise SystemExit(f"--checkout {path}: keras_hsum still imports from {keras_hsum.__file__}")
+    register_recipes(path)
+
+
+def merge_results(folder, path):
+    """Folds the runs of another accelerator.json (e.g. the device's
+    $OUT/accelerator.json) into `folder`'s."""
+    with open(path, encoding="utf-8") as handle:
+        other = json.load(handle)
+    for key, result in other.items():
+        write_results(folder, key, result)
+    print(f"merged {sorted(other)} into {os.path.join(folder, STEM)}.json/.md")
+
+
+def git_commit(path=ROOT):
+    try:
+        done = subprocess.run(["git", "-C", path, "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", path, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return done.stdout.strip() + (" + uncommitted changes" if dirty else "") or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (no git)"
+
+
+# ---------------------------------------------------------------------------
+# The run: time guard, log, results written after every task.
+
+
+class Run:
+    def __init__(self, args):
+        self.args = args
+        self.result = {"rows": [], "skipped": [], "errors": []}
+        self.lock = threading.Lock()
+
+    def elapsed(self):
+        return time.perf_counter() - START
+
+    def left(self):
+        return self.args.budget - self.elapsed()
+
+    def log(self, message):
+        print(f"[{self.elapsed():6.1f} s] {message}", flush=True)
+
+    def save(self):
+        with self.lock:
+            self.result["seconds"] = round(self.elapsed(), 1)
+            write_results(self.args.out, self.args.key, self.result)
+
+    def start_watchdog(self):
+        def fire():
+            self.log(f"budget of {self.args.budget} s spent: writing what was measured, exiting")
+            self.result["stopped"] = f"watchdog at {self.args.budget + 10} s"
+            try:
+                self.save()
+            finally:
+                os._exit(3)
+
+        timer = threading.Timer(max(1.0, self.args.budget + 10 - self.elapsed()), fire)
+        timer.daemon = True
+        timer.start()
+
+
+def device_info():
+    import jax
+    import keras
+
+    device = jax.devices()[0]
+    info = {"device_kind": device.device_kind, "platform": device.platform,
+            "devices": len(jax.devices()), "jax": jax.__version__, "keras": keras.__version__,
+            "python": platform.python_version(), "host": f"{platform.machine()}, "
+            f"{os.cpu_count()} CPUs", "commit": git_commit(),
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+    try:
+        import keras_hub
+
+        info["keras_hub"] = keras_hub.__version__
+    except ImportError as error:
+        info["keras_hub"] = f"absent ({error})"
+    info["tensorflow_imported"] = "tensorflow" in sys.modules
+    return info
+
+
+def peaks(device_kind):
+    for key, bf16, tf32 in PEAKS:
+        if key.lower() in device_kind.lower():
+            return bf16, tf32
+    return None, None
+
+
+def out_of_memory(error):
+    text = f"{type(error).__name__}: {error}"
+    return any(key in text for key in ("RESOURCE_EXHAUSTED", "Out of memory", "out of memory"))
+
+
+def one_line(error):
+    return f"{type(error).__name__}: {str(error).strip().splitlines()[0][:300] if str(error).strip() else ''}"
+
+
+# ---------------------------------------------------------------------------
+# Train steps.
+
+
+def recipe_config(name, smoke):
+    from keras_hsum import recipes
+
+    module = recipes.get(name)
+    if smoke:
+        return module, module.CONFIGS["tiny"].replace(**SMOKE_CHANGES.get(name, {}))
+    return module, module.CONFIGS["paper"]
+
+
+def project_flops_per_example():
+    """{recipe: FLOPs of one training example} of benchmarks/results/
+    data_pipeline_paper_flops.json (the paper configs), or {}."""
+    try:
+        with open(os.path.join(RESULTS, "data_pipeline_paper_flops.json"), encoding="utf-8") as f:
+            rows = json.load(f)["rows"]
+    except (OSError, KeyError, ValueError):
+        return {}
+    return {name: (row["flops_per_example"], row.get("method", ""))
+            for name, row in rows.items() if row.get("flops_per_example")}
+
+
+def xla_cost(stage):
+    """XLA's cost analysis of a lowered or compiled stage as a dict (or {})."""
+    try:
+        analysis = stage.cost_analysis()
+    except Exception:  # noqa: BLE001 (not every backend and version has one)
+        return {}
+    if isinstance(analysis, (list, tuple)):
+        analysis = analysis[0] if analysis else {}
+    return dict(analysis or {})
+
+
+def xla_buffer_bytes(compiled):
+    try:
+        stats = compiled.memory_analysis()
+        return int(stats.temp_size_in_bytes + stats.argument_size_in_bytes
+                   + stats.output_size_in_bytes - stats.alias_size_in_bytes)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def prepared_step(ctx, name, precision, batch):
+    """(TrainStep, state, x, y, w, config) on the device, model built once
+    per (recipe, policy)."""
+    import jax
+    import recipe_steps
+
+    module, config = recipe_config(name, ctx["smoke"])
+    policy = "mixed_bfloat16" if precision == "bf16" else "float32"
+    key = (name, policy)
+    if key not in ctx["models"]:
+        ctx["models"][key] = recipe_steps.build(module, name, config, policy)
+    step = recipe_steps.TrainStep(module, config, ctx["models"][key], policy)
+    x, y, w = jax.device_put(recipe_steps.synthetic_batch(name, config, batch))
+    return step, step.initial_state(), x, y, w, config
+
+
+def measure_train(run, ctx, name, precision):
+    import jax
+
+    args = run.args
+    _, config = recipe_config(name, ctx["smoke"])
+    paper_batch = config.batch_size
+    batch = 2 if ctx["smoke"] else min(paper_batch, BATCH_CAP.get(name, paper_batch))
+    row = {"task": f"train:{name}:{precision}", "recipe": name, "precision": precision,
+           "paper_batch": paper_batch, "vocabulary_size": config.vocabulary_size}
+    if batch != paper_batch and not ctx["smoke"]:
+        row["note"] = f"batch {batch}, not the paper's {paper_batch} (far beyond one GPU's memory)"
+    while True:
+        row["batch"] = batch
+        started = time.perf_counter()
+        try:
+            step, state, x, y, w, config = prepared_step(ctx, name, precision, batch)
+            row["parameters"] = int(step.model.count_params())
+            lowered = step.lower(state, x, y, w)
+            lowered_cost = xla_cost(lowered)
+            compiled = lowered.compile()
+            row["compile_s"] = time.perf_counter() - started
+            row["xla_buffer_gib"] = (xla_buffer_bytes(compiled) or 0) / 2**30 or None
+            losses = []
+            for _ in range(2):
+                t0 = time.perf_counter()
+                loss, state = compiled(state, x, y, w)
+                losses.append(float(loss))
+                warm_s = time.perf_counter() - t0
+            steps = args.steps if not ctx["smoke"] else 3
+            windows = max(1, min(args.windows, int(3.0 / max(warm_s * steps, 1e-9))))
+            times = []
+            for _ in range(windows):
+                t0 = time.perf_counter()
+                for _ in range(steps):
+                    loss, state = compiled(state, x, y, w)
+                jax.block_until_ready((loss, state))
+                times.append((time.perf_counter() - t0) / steps)
+                losses.append(float(loss))
+            break
+        except Exception as error:  # noqa: BLE001
+            if out_of_memory(error) and batch > 1:
+                run.log(f"{row['task']} batch {batch}: out of memory, halving")
+                row["note"] = (row.get("note", "") + f" batch {batch} ran out of memory;").strip()
+                batch //= 2
+                state = x = y = w = lowered = compiled = None
+                gc.collect()
+                continue
+            raise
+    step_s = statistics.median(times)
+    ctx["compiled"][(name, precision)] = (compiled, state, x, y, w, batch)
+    row.update(step_ms=1000 * step_s, examples_per_s=batch / step_s,
+               steps_timed=steps * len(times), losses=losses,
+               loss_finite=all(math.isfinite(v) for v in losses),
+               xla_flops_lowered=lowered_cost.get("flops"))
+    flops = ctx["flops"].get(name)
+    if flops and not ctx["smoke"]:
+        row["flops_per_step"] = flops[0] * batch
+        row["flops_method"] = f"project count ({flops[1]})"
+    elif lowered_cost.get("flops"):
+        row["flops_per_step"] = lowered_cost["flops"]
+        row["flops_method"] = "XLA cost analysis of the lowered step"
+    bf16_peak, tf32_peak = peaks(ctx["device"]["device_kind"])
+    if row.get("flops_per_step"):
+        row["tflop_per_s"] = row["flops_per_step"] / step_s / 1e12
+        if bf16_peak:
+            row["mfu_pct"] = 100 * row["flops_per_step"] / step_s / bf16_peak
+            if precision == "f32":
+                row["pct_of_tf32_peak"] = 100 * row["flops_per_step"] / step_s / tf32_peak
+    run.log(f"{row['task']}: batch {batch}, {row['step_ms']:.1f} ms/step, "
+            f"{row['examples_per_s']:.1f} examples/s, MFU {fmt(row.get('mfu_pct'), '.1f')}%, "
+            f"compile {row['compile_s']:.1f} s, losses {[round(v, 3) for v in losses]}")
+    return row
+
+
+# ---------------------------------------------------------------------------
+# Decoding.
+
+
+def decode_model(ctx, name):
+    """(label, model, inputs by batch) for benchmarks/decode.py's paper
+    model `name` (smoke: the tiny config on small memories)."""
+    import dataclasses
+
+    import decode
+
+    size = next(s for s in decode.PAPER_SIZES if s[1] == name)
+    label, recipe, changes, paragraphs, tokens, vocabulary = size
+    if ctx["smoke"]:
+        from keras_hsum import recipes
+
+        paragraphs, tokens = SMOKE_DECODE[name]
+        module = recipes.get(recipe)
+        config = dataclasses.replace(module.CONFIGS["tiny"], **{
+            k: v for k, v in changes.items() if k != "max_source_length"})
+        vocabulary = config.vocabulary_size
+        model = decode.called(module.build_model(config, vocabulary), vocabulary)
+        label = f"{name} {paragraphs}×{tokens} (smoke, tiny config)"
+    else:
+        model, _, vocabulary = decode.paper_model(recipe, changes, vocabulary)
+    inputs = {b: decode.paper_inputs(vocabulary, paragraphs, tokens, batch=b)
+              for b in ((1, 2) if ctx["smoke"] else DECODE_BATCHES)}
+    return label, model, inputs
+
+
+def ours(model, length):
+    from keras_hsum.decoding import LengthNormalization
+    from keras_hsum.decoding import NgramBlocking
+    from keras_hsum.decoding import beam_search
+
+    def decode(inputs):
+        return beam_search(model, inputs, beam_size=BEAMS, max_length=length, min_length=length,
+                           terms=[LengthNormalization(0.6), NgramBlocking(3)])["sequences"]
+
+    return decode
+
+
+def floor(model, length):
+    """The encoder, the cache and `length` calls of `model.step` for the
+    B·K rows, each fed its own argmax: no search."""
+    from keras import ops
+
+    def decode(inputs):
+        static, state = model.beam_cache(model.encode(inputs), length, BEAMS)
+        rows = ops.shape(inputs["tokens"])[0] * BEAMS
+
+        def body(index, ids, state):
+            logits, (_, state), _ = model.step(ids, index, (static, state))
+            return index + 1, ops.cast(ops.argmax(logits, -1), "int32"), state
+
+        _, ids, _ = ops.while_loop(
+            lambda index, *_: index < length, body,
+            (ops.convert_to_tensor(0, "int32"), ops.full((rows,), model.bos_id, "int32"), state))
+        return ids
+
+    return decode
+
+
+def keras_hub_beam(model, length):
+    """keras-hub's BeamSampler over the same `model.step` and static cache
+    as ours (benchmarks/decode.py's peer)."""
+    from keras import ops
+    from keras_hub.samplers import BeamSampler
+
+    import decode as decode_benchmark
+
+    sampler = BeamSampler(num_beams=BEAMS, return_all_beams=True)
+
+    def decode(inputs):
+        static, state = decode_benchmark.peer_caches(model, model.encode(inputs), length)
+        batch = ops.shape(inputs["tokens"])[0]
+        prompt = ops.concatenate([ops.full((batch, 1), model.bos_id, "int32"),
+                                  ops.zeros((batch, length), "int32")], axis=1)
+        mask = ops.broadcast_to(ops.arange(length + 1)[None, :] == 0, ops.shape(prompt))
+
+        def next_fn(prompt, cache, index):
+            ids = ops.take(prompt, index - 1, axis=1)
+            logits, (_, cache), _ = model.step(ids, index - 1, (static, cache))
+            return logits, None, cache
+
+        # model=model: the sampler's JAX loop carries the weights through its
+        # own StatelessScope (as keras-hub's CausalLM.generate does).
+        return sampler(next_fn, prompt, cache=state, index=1, mask=mask, model=model)[0]
+
+    return decode
+
+
+DECODE_METHODS = (("ours", ours), ("keras-hub BeamSampler", keras_hub_beam), ("floor", floor))
+
+
+def stateless_jit(model, function):
+    """`jax.jit(run)(values, inputs)`: `function(inputs)` with the model's
+    variables read from `values` (so the weights are arguments, not
+    constants folded into the program)."""
+    import jax
+    import keras
+
+    variables = model.variables
+
+    def run(values, inputs):
+        with keras.StatelessScope(state_mapping=list(zip(variables, values))):
+            return function(inputs)
+
+    return jax.jit(run)
+
+
+def measure_decode(run, ctx, name):
+    import jax
+    import numpy as np
+
+    label, model, inputs_by_batch = decode_model(ctx, name)
+    length = SMOKE_LENGTH if ctx["smoke"] else LENGTH
+    values = [v.value for v in model.variables]
+    rows = []
+    for batch, inputs in inputs_by_batch.items():
+        inputs = jax.device_put(inputs)
+        row = {"task": f"decode:{name}", "model": label, "batch": batch, "beams": BEAMS,
+               "tokens": length}
+        for method, build in DECODE_METHODS:
+            if run.left() < 10:
+                row.setdefault("skipped", []).append(method)
+                continue
+            try:
+                function = stateless_jit(model, build(model, length))
+                t0 = time.perf_counter()
+                out = np.asarray(function(values, inputs))
+                row[f"{method}_first_call_s"] = time.perf_counter() - t0
+                times = []
+                for _ in range(run.args.decode_repeats):
+                    t0 = time.perf_counter()
+                    np.asarray(function(values, inputs))
+                    times.append(time.perf_counter() - t0)
+                row[f"{method}_s"] = statistics.median(times)
+                ctx["decoders"][(name, batch, method)] = (function, values, inputs)
+                if out.shape[0] != batch:
+                    row[f"{method}_note"] = f"returned {out.shape[0]} rows"
+            except Exception as error:  # noqa: BLE001 (the other methods still run)
+                row[f"{method}_error"] = one_line(error)
+                run.log(f"decode {name} batch {batch} {method}: FAILED {one_line(error)}")
+        if row.get("floor_s"):
+            for method in ("ours", "keras-hub BeamSampler"):
+                if row.get(f"{method}_s"):
+                    row[f"{method}_over_floor"] = row[f"{method}_s"] / row["floor_s"]
+        if row.get("ours_s") and row.get("keras-hub BeamSampler_s"):
+            row["keras_hub_over_ours"] = row["keras-hub BeamSampler_s"] / row["ours_s"]
+        run.log(f"decode {label} batch {batch}: " + ", ".join(
+            f"{m} {fmt(row.get(f'{m}_s'), '.3f')} s" for m, _ in DECODE_METHODS))
+        rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------------------
+# Profiles: a jax.profiler trace parsed into kernel classes.
+
+KERNEL_CLASSES = ("matmul", "attention", "elementwise", "reduction", "copies", "other")
+_CLASS_KEYS = (
+    # (class, substrings of the lower-cased kernel name or HLO op), first match wins
+    ("attention", ("flash", "fmha", "attention", "sdpa", "cudnn_fused_mha", "__cudnn$fmha")),
+    ("matmul", ("gemm", "cublas", "cutlass", "xmma", "nvjet", "gemv", "matmul", "dot",
+                "ynn_fusion", "onednn", "triton_gemm", "wgmma", "convolution")),
+    ("copies", ("copy", "transpose", "memcpy", "memset", "concatenate", "dynamic_update_slice",
+                "dynamic-update-slice", "pad", "slice", "gather", "scatter")),
+    ("reduction", ("reduce", "reduction", "softmax", "argmax", "topk", "top_k", "sort",
+                   "cub::", "radix", "stream_executor::cuda::run")),
+    ("elementwise", ("loop_", "fusion", "elementwise", "add", "multiply", "convert", "select",
+                     "exp", "log", "tanh", "compare", "broadcast", "iota", "divide", "subtract",
+                     "maximum", "minimum", "rsqrt", "sqrt", "negate", "power", "clamp")),
+)
+# Host-side events that are no XLA op of the program.
+_NOT_OPS = ("end: ", "ThunkExecutor", "ThreadpoolListener")
+
+
+def kernel_class(name, hlo_op=""):
+    text = f"{name} {hlo_op}".lower()
+    for cls, keys in _CLASS_KEYS:
+        if any(key in text for key in keys):
+            return cls
+    return "other"
+
+
+def trace_events(log_dir):
+    """The complete ('X') events of the newest trace under `log_dir`, each
+    with the process and thread names: a list of dicts (name, ts, dur µs,
+    process, thread, hlo_op)."""
+    paths = sorted(glob.glob(os.path.join(log_dir, "**", "*.trace.json.gz"), recursive=True))
+    paths = paths or sorted(glob.glob(os.path.join(log_dir, "**", "perfetto_trace.json.gz"),
+                                      recursive=True))
+    if not paths:
+        return []
+    with gzip.open(paths[-1], "rt", encoding="utf-8") as handle:
+        data = json.load(handle)
+    events = data.get("traceEvents", []) if isinstance(data, dict) else data
+    processes, threads = {}, {}
+    for event in events:
+        if event.get("ph") == "M" and event.get("name") == "process_name":
+            processes[event.get("pid")] = event.get("args", {}).get("name", "")
+        elif event.get("ph") == "M" and event.get("name") == "thread_name":
+            threads[(event.get("pid"), event.get("tid"))] = event.get("args", {}).get("name", "")
+    out = []
+    for event in events:
+        if event.get("ph") != "X" or "dur" not in event:
+            continue
+        args = event.get("args") or {}
+        out.append({"name": event.get("name", ""), "ts": float(event.get("ts", 0)),
+                    "dur": float(event["dur"]), "process": processes.get(event.get("pid"), ""),
+                    "thread": threads.get((event.get("pid"), event.get("tid")), ""),
+                    "hlo_op": args.get("hlo_op", "")})
+    return out
+
+
+def select_kernels(events):
+    """`(kernels, source)`: the device streams' kernel events where the
+    trace has a device (an accelerator: processes named "/device:...",
+    threads named "Stream ..."; the "XLA Ops"/"XLA Modules" lines, which
+    repeat them, are left out), else the host's XLA op events (events with
+    an `hlo_op`: the CPU thunks), else none."""
+    device = [e for e in events if e["process"].startswith("/device:")
+              and not e["process"].startswith("/device:CPU")]
+    streams = [e for e in device if "stream" in e["thread"].lower()]
+    if streams:
+        return streams, "device streams"
+    if device:
+        lines = [e for e in device if e["thread"] not in ("XLA Modules", "Steps", "XLA Ops")]
+        if lines:
+            return lines, "device lines"
+        ops = [e for e in device if e["thread"] == "XLA Ops"]
+        if ops:
+            return ops, "device XLA Ops line"
+    host = [e for e in events if e["hlo_op"] and not e["name"].startswith(_NOT_OPS)
+            and e["dur"] > 0]
+    return host, ("host XLA ops (CPU thunks)" if host else "none")
+
+
+def kernel_profile(kernels, units, unit_name, source, top=12, gap_us=(10.0, 100.0)):
+    """Kernel time by class, the top kernels, kernels per unit, busy
+    fraction and idle gaps of `kernels` (dicts with name, ts, dur µs,
+    hlo_op) over `units` steps or tokens. Robust to no kernels at all."""
+    out = {"source": source, "unit": unit_name, "units": units, "kernels": len(kernels)}
+    if not kernels:
+        out["note"] = "no kernel events in the trace"
+        return out
+    by_class = collections.Counter()
+    by_name = collections.defaultdict(lambda: [0.0, 0])
+    for kernel in kernels:
+        cls = kernel_class(kernel["name"], kernel["hlo_op"])
+        by_class[cls] += kernel["dur"]
+        label = re.sub(r"\s+", " ", kernel["name"])[:90]
+        by_name[(label, cls)][0] += kernel["dur"]
+        by_name[(label, cls)][1] += 1
+    total = sum(by_class.values())
+    out["kernel_us"] = total
+    out["classes_pct"] = {cls: 100 * by_class[cls] / total if total else 0.0
+                          for cls in KERNEL_CLASSES}
+    out["kernels_per_unit"] = len(kernels) / units
+    out["top"] = [{"name": name, "class": cls, "ms_per_unit": dur / units / 1000,
+                   "calls_per_unit": count / units, "pct": 100 * dur / total if total else 0.0}
+                  for (name, cls), (dur, count) in sorted(by_name.items(), key=lambda i: -i[1][0])
+                  [:top]]
+    # Busy time: the union of the kernel intervals (streams may overlap).
+    spans = sorted((k["ts"], k["ts"] + k["dur"]) for k in kernels)
+    busy, gaps = 0.0, []
+    start, end = spans[0]
+    for s, e in spans[1:]:
+        if s > end:
+            busy += end - start
+            gaps.append(s - end)
+            start, end = s, e
+        else:
+            end = max(end, e)
+    busy += end - start
+    wall = spans[-1][1] - spans[0][0] if len(spans) > 1 else spans[0][1] - spans[0][0]
+    wall = max(wall, max(e for _, e in spans) - spans[0][0])
+    out["wall_us"] = wall
+    out["busy_pct"] = 100 * busy / wall if wall else 100.0
+    for threshold in gap_us:
+        out[f"gaps_over_{int(threshold)}us"] = sum(g > threshold for g in gaps)
+    out["idle_us_per_unit"] = (wall - busy) / units
+    out["largest_gaps_us"] = sorted(gaps, reverse=True)[:5]
+    return out
+
+
+def profile_call(function, units, unit_name):
+    """Runs `function()` (already compiled and warm) under the JAX
+    profiler and parses the trace; the trace itself is deleted."""
+    import jax
+
+    folder = tempfile.mkdtemp(prefix="accelerator_trace_")
+    try:
+        with jax.profiler.trace(folder):
+            function()
+        events = trace_events(folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    kernels, source = select_kernels(events)
+    profile = kernel_profile(kernels, units, unit_name, source)
+    profile["trace_events"] = len(events)
+    return profile
+
+
+def measure_profile_train(run, ctx, name):
+    import jax
+
+    key = (name, "bf16")
+    if key not in ctx["compiled"]:
+        ctx["rows_by_task"][f"train:{name}:bf16"] = measure_train(run, ctx, name, "bf16")
+    compiled, state, x, y, w, batch = ctx["compiled"][key]
+    holder = {"state": state}
+
+    def five():
+        for _ in range(5):
+            loss, holder["state"] = compiled(holder["state"], x, y, w)
+        jax.block_until_ready((loss, holder["state"]))
+
+    profile = profile_call(five, 5, "step")
+    ctx["compiled"][key] = (compiled, holder["state"], x, y, w, batch)
+    row = {"task": f"profile:train:{name}", "what": f"{name} train step, bf16, batch {batch}",
+           **profile}
+    run.log(f"profile train {name}: {profile_summary(profile)}")
+    return [row]
+
+
+def measure_profile_decode(run, ctx, name):
+    import numpy as np
+
+    rows = []
+    length = SMOKE_LENGTH if ctx["smoke"] else LENGTH
+    if not any(key[0] == name for key in ctx["decoders"]):
+        ctx["rows_by_task"][f"decode:{name}"] = measure_decode(run, ctx, name)
+    for method, _ in DECODE_METHODS:
+        key = (name, 1, method)
+        if key not in ctx["decoders"]:
+            continue
+        function, values, inputs = ctx["decoders"][key]
+        profile = profile_call(lambda: np.asarray(function(values, inputs)), length, "token")
+        rows.append({"task": f"profile:decode:{name}",
+                     "what": f"{name} decode, {method}, batch 1, beam {BEAMS}, {length} tokens",
+                     **profile})
+        run.log(f"profile decode {name} {method}: {profile_summary(profile)}")
+    return rows
+
+
+def profile_summary(profile):
+    if not profile.get("kernels"):
+        return f"{profile.get('note', 'no kernels')} ({profile['source']})"
+    classes = ", ".join(f"{c} {p:.0f}%" for c, p in profile["classes_pct"].items() if p >= 0.5)
+    return (f"{profile['kernels_per_unit']:.0f} kernels/{profile['unit']}, busy "
+            f"{profile['busy_pct']:.0f}%, {classes} [{profile['source']}]")
+
+
+# ---------------------------------------------------------------------------
+# CPU proxies of the train step: cost analysis and the optimized HLO.
+
+_COMPUTATION = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(\S+?)\s+([\w\-]+)\(")
+_CALLS = re.compile(r"calls=%?([\w.\-]+)")
+_ARRAY = re.compile(r"\b(f32|bf16|f16|s32|pred|u32|s8|u8|f64|s64)\[([0-9,]*)\]")
+_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "s32": 4, "pred": 1, "u32": 4, "s8": 1, "u8": 1,
+          "f64": 8, "s64": 8}
+
+
+def hlo_counts(text, logits_elements=None, top=5):
+    """Counts of an optimized HLO module's text: instructions by opcode in
+    the whole module and at the top level (outside fused computations:
+    each a kernel of its own on a GPU), the largest float32 arrays a
+    top-level instruction produces (a buffer in memory), and how many of
+    those are at least `logits_elements` (the [B·S, V] logits) large."""
+    fused, owner, opcodes_all, opcodes_top = set(), None, collections.Counter(), collections.Counter()
+    f32_arrays = []
+    per_computation = []
+    for line in text.splitlines():
+        header = _COMPUTATION.match(line)
+        if header and "=" not in line.split("(")[0]:
+            owner = header.group(2)
+            continue
+        match = _INSTRUCTION.match(line)
+        if not match:
+            continue
+        name, shape, opcode = match.groups()
+        per_computation.append((owner, opcode))
+        for called in _CALLS.findall(line):
+            if opcode == "fusion":
+                fused.add(called)
+        for dtype, dims in _ARRAY.findall(shape):
+            if dtype == "f32":
+                size = math.prod(int(d) for d in dims.split(",") if d) if dims else 1
+                f32_arrays.append((owner, size, f"f32[{dims}]", opcode))
+    for computation, opcode in per_computation:
+        opcodes_all[opcode] += 1
+        if computation not in fused:
+            opcodes_top[opcode] += 1
+    # Arrays inside a fusion never reach memory: only the top level's count.
+    f32_arrays = [(size, shape, opcode) for computation, size, shape, opcode in f32_arrays
+                  if computation not in fused]
+    free = {"parameter", "get-tuple-element", "tuple", "constant", "bitcast"}
+    largest = sorted(set(f32_arrays), reverse=True)[:top]
+    out = {
+        "transposes": opcodes_all["transpose"], "copies": opcodes_all["copy"],
+        "top_level_transposes": opcodes_top["transpose"], "top_level_copies": opcodes_top["copy"],
+        "fusions": opcodes_top["fusion"], "custom_calls": opcodes_top["custom-call"],
+        "top_level_kernels": sum(n for op, n in opcodes_top.items() if op not in free),
+        "instructions": sum(opcodes_all.values()),
+        "largest_f32": [{"shape": shape, "mib": size * 4 / 2**20, "opcode": opcode}
+                        for size, shape, opcode in largest],
+    }
+    if logits_elements:
+        out["f32_logits_size_arrays"] = sum(size >= logits_elements for size, _, _ in f32_arrays)
+    return out
+
+
+def proxy_row(name, batch, policy, config_name="paper"):
+    import recipe_steps
+
+    from keras_hsum import recipes
+
+    module = recipes.get(name)
+    config = module.CONFIGS[config_name]
+    started = time.perf_counter()
+    model = recipe_steps.build(module, name, config, policy)
+    step = recipe_steps.TrainStep(module, config, model, policy)
+    x, y, w = recipe_steps.synthetic_batch(name, config, batch)
+    compiled = step.lower(step.initial_state(), x, y, w).compile()
+    cost = xla_cost(compiled)
+    labels = y.size if y.ndim == 2 and name != "ranker" else None
+    row = {"recipe": name, "config": config_name, "batch": batch, "policy": policy,
+           "compile_s": time.perf_counter() - started,
+           "flops": cost.get("flops"), "bytes_accessed": cost.get("bytes accessed"),
+           "xla_buffer_bytes": xla_buffer_bytes(compiled),
+           **hlo_counts(compiled.as_text(),
+                        logits_elements=labels * config.vocabulary_size if labels else None)}
+    if labels:
+        row["logits_shape"] = f"[{labels}, {config.vocabulary_size}]"
+    return row
+
+
+def cpu_proxies(args):
+    import keras_hsum
+
+    result = {"label": args.label, "commit": git_commit(os.path.dirname(os.path.dirname(
+        os.path.abspath(keras_hsum.__file__)))), "keras_hsum": os.path.dirname(
+        keras_hsum.__file__), "date": datetime.datetime.now(datetime.timezone.utc).strftime(
+        "%Y-%m-%d %H:%M UTC"), "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+        "train": [], "decode_loops": None}
+    names = args.recipes.split(",")
+    for name in names:
+        for policy in args.policies.split(","):
+            print(f"[{time.perf_counter() - START:6.0f} s] proxies {name} {policy} ...", flush=True)
+            try:
+                row = proxy_row(name, args.batch, policy, args.config)
+            except Exception as error:  # noqa: BLE001 (the other recipes still run)
+                traceback.print_exc()
+                row = {"recipe": name, "batch": args.batch, "policy": policy,
+                       "error": one_line(error)}
+            print(json.dumps(row)[:600], flush=True)
+            result["train"].append(row)
+            write_results(args.out, f"cpu_proxies:{args.label}", result)
+    # Hook: the decode loop's proxies (benchmarks/decode_loop_hlo.py, issue
+    # 57 item 3), when that module is present.
+    if args.decode_loops:
+        try:
+            import decode_loop_hlo
+        except ImportError as error:
+            result["decode_loops"] = {"skipped": f"benchmarks/decode_loop_hlo.py: {error}"}
+        else:
+            loops = {}
+            try:
+                loops["toy step, batch 8, beam 5, 200 tokens, V 8,000, PHT's terms"] = (
+                    decode_loop_hlo.toy_figures(terms="pht"))
+                if args.decode_paper:
+                    loops["PHT 30×100 at paper size, batch 1, beam 5, 200 tokens"] = (
+                        decode_loop_hlo.paper_pht_figures(batch=1))
+            except Exception as error:  # noqa: BLE001
+                traceback.print_exc()
+                loops["error"] = one_line(error)
+            result["decode_loops"] = loops
+        write_results(args.out, f"cpu_proxies:{args.label}", result)
+    return result
+
+
+# ---------------------------------------------------------------------------
+# Results: JSON merged by key, markdown rewritten from all of it.
+
+
+def write_results(folder, key, result):
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, STEM + ".json")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            stored = json.load(handle)
+    except (OSError, ValueError):
+        stored = {}
+    stored[key] = result
+    with open(path + ".tmp", "w", encoding="utf-8") as handle:
+        json.dump(stored, handle, indent=1, default=str)
+    os.replace(path + ".tmp", path)
+    with open(os.path.join(folder, STEM + ".md"), "w", encoding="utf-8") as handle:
+        handle.write(markdown(stored) + "\n")
+
+
+def fmt(value, spec):
+    return "—" if value is None else format(value, spec)
+
+
+def markdown(stored):
+    lines = ["# keras_hsum on an accelerator (issue 57)", "",
+             "Written by `benchmarks/accelerator.py` (see its docstring for the method). Device "
+             "runs first (keyed by the device JAX saw), then smoke runs, then the CPU proxies.", ""]
+    for key in sorted(stored, key=lambda k: (k.startswith("cpu_proxies"), k.startswith("smoke"), k)):
+        value = stored[key]
+        if key.startswith("cpu_proxies"):
+            continue
+        lines += run_lines(key, value)
+    proxies = {k.split(":", 1)[1]: v for k, v in stored.items() if k.startswith("cpu_proxies")}
+    if proxies:
+        lines += proxy_lines(proxies)
+    return "\n".join(lines)
+
+
+def run_lines(key, result):
+    info = result.get("device", {})
+    lines = [f"## {key}: {info.get('device_kind', '?')}", "",
+             f"{info.get('date', '?')}, commit {info.get('commit', '?')}, jax {info.get('jax')}, "
+             f"keras {info.get('keras')}, keras-hub {info.get('keras_hub')}, host "
+             f"{info.get('host')}; TensorFlow imported: {info.get('tensorflow_imported')}; "
+             f"{result.get('seconds', '?')} s of a {result.get('budget', '?')} s budget.", ""]
+    rows = result.get("rows", [])
+    train = [r for r in rows if r.get("task", "").startswith("train:")]
+    if train:
+        lines += ["| recipe | precision | batch | step ms | examples/s | TFLOP/s | MFU (bf16 peak) "
+                  "| compile s | XLA buffers GiB | loss finite | note |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in train:
+            if "error" in r:
+                lines.append(f"| {r['recipe']} | {r['precision']} | — | failed: {r['error']} "
+                             "| | | | | | | |")
+                continue
+            mfu = fmt(r.get("mfu_pct"), ".1f") + ("%" if r.get("mfu_pct") is not None else "")
+            if r.get("pct_of_tf32_peak") is not None:
+                mfu += f" ({r['pct_of_tf32_peak']:.1f}% of TF32)"
+            lines.append(
+                f"| {r['recipe']} | {r['precision']} | {r['batch']} | {r['step_ms']:.1f} | "
+                f"{r['examples_per_s']:.1f} | {fmt(r.get('tflop_per_s'), '.1f')} | {mfu} | "
+                f"{r['compile_s']:.0f} | {fmt(r.get('xla_buffer_gib'), '.2f')} | "
+                f"{r['loss_finite']} | {r.get('note', '')} |")
+        methods = {r.get("flops_method") for r in train if r.get("flops_method")}
+        lines += ["", "FLOPs: " + "; ".join(sorted(methods)) + ".", ""]
+    decode = [r for r in rows if r.get("task", "").startswith("decode:")]
+    if decode:
+        lines += ["| model | batch | ours s | keras-hub s | floor s | ours ÷ floor | "
+                  "keras-hub ÷ ours | errors |", "|---|---|---|---|---|---|---|---|"]
+        for r in decode:
+            errors = "; ".join(f"{m}: {r[f'{m}_error']}" for m, _ in DECODE_METHODS
+                               if f"{m}_error" in r)
+            lines.append(
+                f"| {r['model']} | {r['batch']} | {fmt(r.get('ours_s'), '.3f')} | "
+                f"{fmt(r.get('keras-hub BeamSampler_s'), '.3f')} | {fmt(r.get('floor_s'), '.3f')} "
+                f"| {fmt(r.get('ours_over_floor'), '.2f')}× | "
+                f"{fmt(r.get('keras_hub_over_ours'), '.2f')}× | {errors} |")
+        lines.append("")
+    for r in (r for r in rows if r.get("task", "").startswith("profile:")):
+        lines += [f"**Profile: {r['what']}** — {profile_summary(r)}; {r.get('kernels', 0)} "
+                  f"kernels over {r['units']} {r['unit']}s, gaps over 10 µs: "
+                  f"{r.get('gaps_over_10us', '—')}, over 100 µs: {r.get('gaps_over_100us', '—')}.", ""]
+        if r.get("top"):
+            lines += [f"| kernel | class | ms per {r['unit']} | calls per {r['unit']} | % |",
+                      "|---|---|---|---|---|"]
+            lines += [f"| `{t['name']}` | {t['class']} | {t['ms_per_unit']:.3f} | "
+                      f"{t['calls_per_unit']:.1f} | {t['pct']:.1f} |" for t in r["top"][:8]]
+            lines.append("")
+    for item in result.get("skipped", []):
+        lines.append(f"- skipped {item}")
+    for item in result.get("errors", []):
+        lines.append(f"- error {item}")
+    if result.get("stopped"):
+        lines.append(f"- stopped: {result['stopped']}")
+    lines.append("")
+    return lines
+
+
+def proxy_lines(proxies):
+    labels = sorted(proxies, key=lambda k: (k != "before", k))
+    lines = ["## CPU proxies of the train step (issue 57)", "",
+             "Paper configs, synthetic batch, one jitted stateless train step compiled for the "
+             "CPU; XLA's cost analysis of the compiled step and counts in its optimized HLO "
+             "(*top level*: outside fused computations, each a kernel of its own on a GPU). "
+             "CPU fusion and layouts differ from the GPU's: compare columns, not absolute "
+             "kernel counts.", ""]
+    for label in labels:
+        p = proxies[label]
+        lines.append(f"- **{label}**: commit {p.get('commit')}, {p.get('date')}, "
+                     f"{p.get('machine')}, keras_hsum from {p.get('keras_hsum')}")
+    lines.append("")
+    keys = (("flops", "GFLOP", 1e9, ".1f"), ("bytes_accessed", "GB accessed", 1e9, ".2f"),
+            ("xla_buffer_bytes", "XLA buffers GiB", 2**30, ".2f"),
+            ("transposes", "transposes", 1, "d"), ("top_level_transposes", "top-level transposes", 1, "d"),
+            ("copies", "copies", 1, "d"), ("top_level_copies", "top-level copies", 1, "d"),
+            ("fusions", "fusions", 1, "d"), ("custom_calls", "custom-calls", 1, "d"),
+            ("top_level_kernels", "top-level kernel-like ops", 1, "d"),
+            ("f32_logits_size_arrays", "f32 arrays ≥ [B·S, V]", 1, "d"))
+    rows = collections.OrderedDict()
+    for label in labels:
+        for r in proxies[label].get("train", []):
+            rows.setdefault((r["recipe"], r["policy"], r["batch"]), {})[label] = r
+    lines += ["| recipe, policy, batch | figure | " + " | ".join(labels) + " |",
+              "|---|---|" + "---|" * len(labels)]
+    for (recipe, policy, batch), by_label in rows.items():
+        for key, title, scale, spec in keys:
+            cells = []
+            for label in labels:
+                r = by_label.get(label, {})
+                if "error" in r:
+                    cells.append(f"failed: {r['error'][:80]}")
+                else:
+                    v = r.get(key)
+                    cells.append("—" if v is None else format(v / scale if scale != 1 else v, spec))
+            lines.append(f"| {recipe}, {policy}, {batch} | {title} | " + " | ".join(cells) + " |")
+        largest = []
+        for label in labels:
+            r = by_label.get(label, {})
+            largest.append(", ".join(f"{a['shape']} {a['opcode']}" for a in r.get("largest_f32", [])[:3])
+                           or "—")
+        lines.append(f"| {recipe}, {policy}, {batch} | largest f32 arrays | " + " | ".join(largest) + " |")
+    lines.append("")
+    for label in labels:
+        loops = proxies[label].get("decode_loops")
+        if not loops:
+            continue
+        lines += [f"### Decode loop proxies ({label}; benchmarks/decode_loop_hlo.py)", ""]
+        if "skipped" in loops or "error" in loops:
+            lines += [f"- {loops.get('skipped') or loops.get('error')}", ""]
+        for title, figures in loops.items():
+            if not isinstance(figures, dict):
+                continue
+            lines += [f"{title}:", "", "| search | loop | known trip count | longest top-k row "
+                      "| kernel-like ops in body |", "|---|---|---|---|---|"]
+            for search, found in figures.items():
+                for loop in found:
+                    lines.append(f"| {search} | {loop['loop']} ({loop['parent'] or 'top'}) | "
+                                 f"{loop['known_trip_count'] or 'none: host check per iteration'} | "
+                                 f"{loop['largest_topk']:,} | {loop['kernels']} |")
+            lines.append("")
+    return lines
+
+
+# ---------------------------------------------------------------------------
+
+
+def task_cost(task, smoke):
+    table = SMOKE_EXPECTED_S if smoke else EXPECTED_S
+    kind = task.split(":")[0]
+    if kind == "profile":
+        kind = ":".join(task.split(":")[:2])
+    return table.get(kind, 60)
+
+
+def run_tasks(args):
+    import jax
+
+    run = Run(args)
+    run.start_watchdog()
+    smoke = args.smoke
+    ctx = {"smoke": smoke, "models": {}, "compiled": {}, "decoders": {}, "rows_by_task": {},
+           "flops": project_flops_per_example(), "device": device_info()}
+    run.result.update(device=ctx["device"], budget=args.budget, smoke=smoke)
+    run.log(f"device {ctx['device']['device_kind']} ({jax.devices()[0]}), budget {args.budget} s")
+    tasks = args.tasks.split(",") if args.tasks else list(DEFAULT_TASKS)
+    for task in tasks:
+        parts = task.split(":")
+        if task in ctx["rows_by_task"]:  # measured already (a profile needed it)
+            run.result["rows"].append(ctx["rows_by_task"].pop(task))
+            continue
+        cost = task_cost(task, smoke)
+        if run.left() < cost:
+            run.result["skipped"].append(f"{task}: {run.left():.0f} s left, expected ~{cost} s")
+            run.log(f"skip {task} (left {run.left():.0f} s < expected {cost} s)")
+            continue
+        try:
+            if parts[0] == "train":
+                rows = [measure_train(run, ctx, parts[1], parts[2])]
+            elif parts[0] == "decode":
+                rows = measure_decode(run, ctx, parts[1])
+            elif parts[:2] == ["profile", "train"]:
+                rows = measure_profile_train(run, ctx, parts[2])
+            elif parts[:2] == ["profile", "decode"]:
+                rows = measure_profile_decode(run, ctx, parts[2])
+            else:
+                raise ValueError(f"unknown task {task!r}; expected train:RECIPE:bf16|f32, "
+                                 "decode:MODEL, profile:train:RECIPE or profile:decode:MODEL")
+        except Exception as error:  # noqa: BLE001 (the next task still runs)
+            traceback.print_exc()
+            run.result["errors"].append(f"{task}: {one_line(error)}")
+            rows = [{"task": task, "recipe": parts[-2] if parts[0] == "train" else parts[-1],
+                     "precision": parts[-1], "error": one_line(error)}] if parts[0] == "train" else []
+        for key in list(ctx["rows_by_task"]):  # rows a profile measured on the way
+            if key not in tasks[tasks.index(task) + 1:]:
+                run.result["rows"].append(ctx["rows_by_task"].pop(key))
+        run.result["rows"].extend(rows)
+        run.save()
+    run.save()
+    run.log(f"done; results in {os.path.join(args.out, STEM)}.md/.json under key {args.key!r}")
+    return run.result
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes (CPU, minutes)")
+    parser.add_argument("--budget", type=float, default=400, help="seconds for the whole run")
+    parser.add_argument("--tasks", default=None, help="comma-separated, e.g. train:pht:bf16,"
+                        "decode:pht,profile:train:pht (default: all, most wanted first)")
+    parser.add_argument("--steps", type=int, default=20, help="train steps per timed window")
+    parser.add_argument("--windows", type=int, default=3, help="timed windows (median)")
+    parser.add_argument("--decode-repeats", type=int, default=3)
+    parser.add_argument("--out", default=RESULTS, help="folder of accelerator.json/.md")
+    parser.add_argument("--key", default=None, help="the run's key in the JSON (default: "
+                        "the device kind, 'smoke: <kind>' with --smoke)")
+    parser.add_argument("--cpu-proxies", action="store_true", help="the CPU proxies instead")
+    parser.add_argument("--label", default="after", help="--cpu-proxies: the column's name")
+    parser.add_argument("--recipes", default="pht,ht,flat,discourse")
+    parser.add_argument("--batch", type=int, default=2, help="--cpu-proxies batch")
+    parser.add_argument("--config", default="paper", help="--cpu-proxies: the recipes' config")
+    parser.add_argument("--policies", default="mixed_bfloat16")
+    parser.add_argument("--no-decode-loops", dest="decode_loops", action="store_false",
+                        help="--cpu-proxies without benchmarks/decode_loop_hlo.py's figures")
+    parser.add_argument("--decode-paper", action="store_true",
+                        help="--cpu-proxies: also the decode loop of PHT at paper size (slow)")
+    parser.add_argument("--merge", default=None, metavar="JSON",
+                        help="fold another accelerator.json's runs into --out's, then exit")
+    parser.add_argument("--checkout", default=None,
+                        help="measure the keras_hsum and recipes of this checkout")
+    args = parser.parse_args(argv)
+    for path in (BENCHMARKS, ROOT):
+        if path not in sys.path:
+            sys.path.append(path)  # appended: a --checkout or PYTHONPATH keras_hsum wins
+    if args.merge:
+        merge_results(args.out, args.merge)
+        return
+    if args.checkout:
+        use_checkout(args.checkout)
+    else:
+        import importlib.util
+
+        try:
+            found = importlib.util.find_spec("keras_hsum.recipes")
+        except ModuleNotFoundError:
+            found = None
+        if found is None:  # a copied checkout on PYTHONPATH: recipes/ is not installed
+            register_recipes(ROOT)
+    import keras
+
+    if keras.backend.backend() != "jax":
+        raise SystemExit("benchmarks/accelerator.py runs under JAX: set KERAS_BACKEND=jax "
+                         f"(the backend is {keras.backend.backend()}).")
+    if args.cpu_proxies:
+        cpu_proxies(args)
+        return
+    if args.key is None:
+        import jax
+
+        kind = jax.devices()[0].device_kind
+        args.key = f"smoke: {kind}" if args.smoke else kind
+    run_tasks(args)
+
+
+if __name__ == "__main__":
+    main()

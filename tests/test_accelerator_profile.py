@@ -1,0 +1,154 @@
+"""benchmarks/accelerator.py's readers: the profiler trace parser and the
+optimized-HLO counts (issue 57, item 2).
+
+On a CPU the trace holds no device kernels, so the parser is checked on
+events with known answers (a device trace's stream kernels, a host trace's
+XLA ops, neither) and on a real CPU trace of a small jitted function, whose
+host XLA op events it must find; the HLO counts on a small module written
+out by hand and on a compiled function with a known transpose.
+"""
+
+import importlib.util
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def accelerator():
+    spec = importlib.util.spec_from_file_location(
+        "accelerator_benchmark", os.path.join(ROOT, "benchmarks", "accelerator.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _event(name, ts, dur, process="/device:GPU:0", thread="Stream #13(Compute)", hlo_op=""):
+    return {"name": name, "ts": ts, "dur": dur, "process": process, "thread": thread,
+            "hlo_op": hlo_op}
+
+
+def test_kernel_classes(accelerator):
+    kernel_class = accelerator.kernel_class
+    assert kernel_class("sm90_xmma_gemm_bf16bf16_bf16f32") == "matmul"
+    assert kernel_class("nvjet_tst_128x64_64x4_1x2_h_bz_coopA_TNT") == "matmul"
+    assert kernel_class("cudnn_generated_fort_native_sdpa_sm90_flash_fprop") == "attention"
+    assert kernel_class("loop_multiply_fusion_3") == "elementwise"
+    assert kernel_class("input_reduce_fusion_12") == "reduction"
+    assert kernel_class("stream_executor::cuda::Run<16, float, unsigned int>") == "reduction"
+    assert kernel_class("loop_transpose_fusion") == "copies"
+    assert kernel_class("copy_17") == "copies"
+    assert kernel_class("command_buffer", hlo_op="") == "other"
+    assert kernel_class("thunk", hlo_op="dot.4") == "matmul"
+
+
+def test_device_trace_by_hand(accelerator):
+    # Two steps on one stream: gemm 0-40, fusion 50-60, reduce 60-70 | gemm 200-240, copy 240-250.
+    events = [
+        _event("sm90_xmma_gemm", 0, 40), _event("loop_add_fusion", 50, 10),
+        _event("input_reduce_fusion", 60, 10), _event("sm90_xmma_gemm", 200, 40),
+        _event("copy_3", 240, 10),
+        # the same kernels again on the XLA Ops line: not counted twice
+        _event("sm90_xmma_gemm", 0, 40, thread="XLA Ops"),
+        # host events: not kernels where a device exists
+        _event("PjitFunction(step)", 0, 300, process="/host:CPU", thread="python", hlo_op="x"),
+    ]
+    kernels, source = accelerator.select_kernels(events)
+    assert source == "device streams" and len(kernels) == 5
+    profile = accelerator.kernel_profile(kernels, 2, "step", source)
+    assert profile["kernel_us"] == 110
+    assert profile["classes_pct"]["matmul"] == pytest.approx(100 * 80 / 110)
+    assert profile["classes_pct"]["elementwise"] == pytest.approx(100 * 10 / 110)
+    assert profile["classes_pct"]["reduction"] == pytest.approx(100 * 10 / 110)
+    assert profile["classes_pct"]["copies"] == pytest.approx(100 * 10 / 110)
+    assert sum(profile["classes_pct"].values()) == pytest.approx(100)
+    assert profile["kernels_per_unit"] == 2.5
+    assert profile["wall_us"] == 250 and profile["busy_pct"] == pytest.approx(100 * 110 / 250)
+    assert profile["gaps_over_10us"] == 1 and profile["gaps_over_100us"] == 1  # gaps 10, 130
+    assert profile["largest_gaps_us"] == [130, 10]
+    assert profile["top"][0]["name"] == "sm90_xmma_gemm"
+    assert profile["top"][0]["ms_per_unit"] == pytest.approx(0.040)
+    assert profile["top"][0]["calls_per_unit"] == 1
+
+
+def test_overlapping_streams_count_busy_time_once(accelerator):
+    kernels = [_event("a_gemm", 0, 100), _event("b_fusion", 50, 100, thread="Stream #14")]
+    profile = accelerator.kernel_profile(kernels, 1, "step", "device streams")
+    assert profile["wall_us"] == 150 and profile["busy_pct"] == pytest.approx(100)
+
+
+def test_host_ops_stand_in_without_a_device_and_no_events_is_no_error(accelerator):
+    host = [_event("dot.3", 0, 30, "/host:CPU", "tf_XLAEigen", hlo_op="dot.3"),
+            _event("end: dot.3", 30, 1, "/host:CPU", "tf_XLAEigen"),
+            _event("ThunkExecutor::Execute", 0, 40, "/host:CPU", "x", hlo_op="")]
+    kernels, source = accelerator.select_kernels(host)
+    assert source.startswith("host XLA ops") and [k["name"] for k in kernels] == ["dot.3"]
+    kernels, source = accelerator.select_kernels([])
+    assert (kernels, source) == ([], "none")
+    profile = accelerator.kernel_profile([], 5, "step", source)
+    assert profile["kernels"] == 0 and "no kernel" in profile["note"]
+    assert "no kernel" in accelerator.profile_summary(profile)
+
+
+def test_a_real_cpu_trace_is_parsed(accelerator):
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    function = jax.jit(lambda a, b: jnp.tanh(a @ b.T).sum(0))
+    a = jnp.ones((128, 64))
+    function(a, a).block_until_ready()
+
+    def three():
+        for _ in range(3):
+            function(a, a).block_until_ready()
+
+    profile = accelerator.profile_call(three, 3, "call")
+    assert profile["trace_events"] > 0
+    if jax.devices()[0].platform == "cpu":
+        assert profile["source"].startswith("host XLA ops")
+    assert profile["kernels"] >= 3  # at least one XLA op per call
+    assert sum(profile["classes_pct"].values()) == pytest.approx(100)
+    assert 0 < profile["busy_pct"] <= 100 + 1e-6
+
+
+HLO = """HloModule jit_step, entry_computation_layout={(f32[4,8]{1,0})->f32[8,4]{1,0}}
+
+%fused_computation (param_0: f32[4,8]) -> f32[8,4] {
+  %param_0 = f32[4,8]{1,0} parameter(0)
+  %transpose.1 = f32[8,4]{0,1} transpose(f32[4,8]{1,0} %param_0), dimensions={1,0}
+  ROOT %exponential.1 = f32[8,4]{1,0} exponential(f32[8,4]{0,1} %transpose.1)
+}
+
+ENTRY %main (Arg_0.1: f32[4,8]) -> f32[8,4] {
+  %Arg_0.1 = f32[4,8]{1,0} parameter(0)
+  %copy.2 = f32[4,8]{0,1} copy(f32[4,8]{1,0} %Arg_0.1)
+  %transpose.3 = f32[8,4]{1,0} transpose(f32[4,8]{0,1} %copy.2), dimensions={1,0}
+  %custom-call.4 = bf16[8,4]{1,0} custom-call(f32[8,4]{1,0} %transpose.3), custom_call_target="x"
+  ROOT %fusion.5 = f32[8,4]{1,0} fusion(f32[4,8]{1,0} %Arg_0.1), kind=kLoop, calls=%fused_computation
+}
+"""
+
+
+def test_hlo_counts_by_hand(accelerator):
+    counts = accelerator.hlo_counts(HLO, logits_elements=32)
+    assert counts["transposes"] == 2 and counts["top_level_transposes"] == 1
+    assert counts["copies"] == 1 and counts["top_level_copies"] == 1
+    assert counts["fusions"] == 1 and counts["custom_calls"] == 1
+    assert counts["top_level_kernels"] == 4  # copy, transpose, custom-call, fusion
+    # f32 buffers of the top level only: parameter, copy, transpose, fusion (4·8 each)
+    assert counts["f32_logits_size_arrays"] == 4
+    assert {a["opcode"] for a in counts["largest_f32"]} == {"parameter", "copy", "transpose",
+                                                             "fusion"}
+
+
+def test_hlo_counts_of_a_compiled_function(accelerator):
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    text = jax.jit(lambda a: jnp.transpose(a) @ a).lower(jnp.ones((64, 32))).compile().as_text()
+    counts = accelerator.hlo_counts(text, logits_elements=32 * 32)
+    assert counts["instructions"] > 0
+    assert counts["f32_logits_size_arrays"] >= 1  # the [32, 32] product is a buffer
+    assert any(a["shape"] == "f32[32,32]" for a in counts["largest_f32"])
