@@ -617,7 +617,25 @@ def select_kernels(events):
             return ops, "device XLA Ops line"
     host = [e for e in events if e["hlo_op"] and not e["name"].startswith(_NOT_OPS)
             and e["dur"] > 0]
+    host = _leaves(host)
     return host, ("host XLA ops (CPU thunks)" if host else "none")
+
+
+def _leaves(events):
+    """The events that hold no other event of their thread: on a CPU a
+    `while` or `call` thunk spans the thunks of its body, which would count
+    twice."""
+    leaves = []
+    by_thread = collections.defaultdict(list)
+    for event in events:
+        by_thread[(event["process"], event["thread"])].append(event)
+    for thread_events in by_thread.values():
+        thread_events.sort(key=lambda e: (e["ts"], -e["dur"]))
+        for at, event in enumerate(thread_events):
+            following = thread_events[at + 1] if at + 1 < len(thread_events) else None
+            if following is None or following["ts"] >= event["ts"] + event["dur"]:
+                leaves.append(event)
+    return sorted(leaves, key=lambda e: e["ts"])
 
 
 def kernel_profile(kernels, units, unit_name, source, top=12, gap_us=(10.0, 100.0)):

@@ -16,6 +16,7 @@ OUT=${OUT:-$PWD/accelerator_out}
 mkdir -p "$OUT"
 python=${PYTHON:-python3}
 site=${SITE:-/tmp/site}
+export KERAS_BACKEND=jax PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=1
 if ! "$python" -c 'import keras, keras_hub' 2>/dev/null; then
     ls .whl/*.whl >/dev/null 2>&1 || { echo "no .whl/: run bash benchmarks/prepare_device.sh here and carry .whl"; exit 1; }
     "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -23,7 +24,6 @@ if ! "$python" -c 'import keras, keras_hub' 2>/dev/null; then
     export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-export KERAS_BACKEND=jax PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=1
 export XLA_PYTHON_CLIENT_MEM_FRACTION=${XLA_PYTHON_CLIENT_MEM_FRACTION:-0.92}
 export JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-$PWD/.jax_cache}
 {

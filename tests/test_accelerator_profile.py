@@ -85,6 +85,13 @@ def test_host_ops_stand_in_without_a_device_and_no_events_is_no_error(accelerato
             _event("ThunkExecutor::Execute", 0, 40, "/host:CPU", "x", hlo_op="")]
     kernels, source = accelerator.select_kernels(host)
     assert source.startswith("host XLA ops") and [k["name"] for k in kernels] == ["dot.3"]
+    # A `while` thunk spans its body's thunks: only the leaves count.
+    nested = [_event("while.2", 0, 100, "/host:CPU", "t1", hlo_op="while.2"),
+              _event("dot.3", 10, 30, "/host:CPU", "t1", hlo_op="dot.3"),
+              _event("add.4", 50, 20, "/host:CPU", "t1", hlo_op="add.4"),
+              _event("copy.5", 20, 50, "/host:CPU", "t2", hlo_op="copy.5")]
+    kernels, _ = accelerator.select_kernels(nested)
+    assert [k["name"] for k in kernels] == ["dot.3", "copy.5", "add.4"]
     kernels, source = accelerator.select_kernels([])
     assert (kernels, source) == ([], "none")
     profile = accelerator.kernel_profile([], 5, "step", source)
