@@ -26,7 +26,7 @@ import dataclasses
 
 import numpy as np
 
-from keras_hsum.data.structurer import FAMILY_OPTIONS
+from keras_hsum.data.structuring.options import FAMILY_OPTIONS
 from keras_hsum.features import EXAMPLE_ID
 from keras_hsum.features import FAMILIES
 from keras_hsum.features import Feature

@@ -297,7 +297,7 @@ def paragraph_graph(kind="similarity", **graph_options):
         build it.
     """
     from keras_hsum.data import graphs
-    from keras_hsum.data.structurer import GRAPH_OPTIONS
+    from keras_hsum.data.structuring.graphs import GRAPH_OPTIONS
 
     if kind not in ("similarity", "discourse"):
         raise ValueError(
@@ -376,8 +376,8 @@ def _check_arguments(
     family, max_units, max_tokens, family_options, max_target_length, extras
 ):
     """Validates the arguments; returns (family options with defaults, extras)."""
-    from keras_hsum.data.structurer import EXTRA_OPTIONS
-    from keras_hsum.data.structurer import FAMILY_OPTIONS
+    from keras_hsum.data.structuring.options import EXTRA_OPTIONS
+    from keras_hsum.data.structuring.options import FAMILY_OPTIONS
 
     if family not in FAMILIES:
         raise ValueError(

@@ -1,0 +1,253 @@
+"""Sentences -> rows of at most T tokens, per family, and their placement.
+
+The graph version of the row building of the Python builders
+(`tests/reference_structure.py`, the reference):
+- `"sentences"`: one sentence per row;
+- `"sections"`: one section per row;
+- `"snippets"`: consecutive sentences packed greedily up to T tokens,
+  never across a document;
+- `"paragraphs"`: the same packing within a paragraph (`pack="paragraph"`)
+  or a section (`pack="section"`).
+A sentence longer than T is split at token boundaries by the packing
+families (a "forced split"). Rows are described flat over the batch (a
+dict `rows`: `token_row`, `token_column` int32 [n] per sentence token,
+`num_rows`, and per row `batch`, `document` int32 [R] and `text`
+tf.string [R]); `place_values` then writes them into [B,P,T].
+"""
+
+import collections
+
+import tensorflow as tf
+
+from keras_hsum.data.structuring.segments import group_rows
+
+# Where each row goes: example `batch[r]`, slot `slot[r]` (int32 [R]),
+# where `kept[r]` (bool [R]); B = num_batch, P = num_slots.
+RowPlacement = collections.namedtuple(
+    "RowPlacement", ["batch", "slot", "kept", "num_batch", "num_slots"]
+)
+
+
+def family_rows(family, sentences, max_tokens, tokenizer, pack="paragraph"):
+    """The rows of a family with rows (all but `"flat"`).
+
+    Args:
+        family: `"paragraphs"`, `"sections"`, `"snippets"` or
+            `"sentences"`.
+        sentences: `tokens.sentence_table`'s dict.
+        max_tokens: T.
+        tokenizer: detokenizes the rows cut out of an over-long sentence.
+        pack: `"paragraph"` or `"section"` (`"paragraphs"` only).
+
+    Returns:
+        The `rows` dict (see the module docstring).
+    """
+    if family == "sentences":
+        return _sentence_rows(sentences)
+    if family == "sections":
+        return _section_rows(sentences)
+    if family == "snippets":
+        # A snippet may cross sections, never documents (`build_snippets`).
+        groups = sentences["document_key"]
+    elif pack == "paragraph":
+        groups = sentences["paragraph"]
+    else:
+        groups = sentences["section_key"]
+    return _packed_rows(sentences, groups, max_tokens, tokenizer)
+
+
+def _sentence_rows(sentences):
+    count = tf.shape(sentences["lengths"])[0]
+    return dict(
+        token_row=tf.cast(sentences["ids"].value_rowids(), tf.int32),
+        token_column=tf.cast(
+            tf.ragged.range(sentences["lengths"]).flat_values, tf.int32
+        ),
+        num_rows=count,
+        batch=sentences["batch"],
+        document=sentences["document"],
+        text=sentences["text"],
+    )
+
+
+def _section_rows(sentences):
+    row = group_rows(sentences["section_key"])
+    num_rows = tf.maximum(tf.reduce_max(row) + 1, 0)
+    first = tf.math.unsorted_segment_min(tf.range(tf.shape(row)[0]), row, num_rows)
+    before = tf.cumsum(sentences["lengths"], exclusive=True)
+    offset = before - tf.gather(before, tf.gather(first, row))
+    token_sentence = tf.cast(sentences["ids"].value_rowids(), tf.int32)
+    column = tf.gather(offset, token_sentence) + tf.cast(
+        tf.ragged.range(sentences["lengths"]).flat_values, tf.int32
+    )
+    return dict(
+        token_row=tf.gather(row, token_sentence),
+        token_column=column,
+        num_rows=num_rows,
+        batch=tf.gather(sentences["batch"], first),
+        document=tf.gather(sentences["document"], first),
+        text=tf.strings.reduce_join(
+            tf.RaggedTensor.from_value_rowids(sentences["text"], row, nrows=num_rows),
+            axis=1,
+            separator=" ",
+        ),
+    )
+
+
+def pack(lengths, groups, max_tokens):
+    """`_pack` of the reference over all sentences: greedy rows of <= T tokens.
+
+    Args:
+        lengths: int32 [S] (> 0) tokens per sentence.
+        groups: int32 [S] non-decreasing group of each sentence; rows
+            never cross groups.
+        max_tokens: T.
+
+    Returns:
+        `(row, column, forced)`, each [S]: the row of each sentence's first
+        token, its column, and whether it was split at token boundaries
+        (longer than T); a token j of sentence s lies at position
+        column + j of row row, counted over rows of T.
+    """
+    limit = tf.constant(max_tokens, tf.int32)
+    # Rows never cross groups, so every group packs on its own: the
+    # scan runs over the j-th sentence of all groups at once (as many
+    # steps as the longest group has sentences, not one per sentence),
+    # and each group's rows follow those of the groups before it.
+    count = tf.shape(lengths)[0]
+    group = group_rows(groups)
+    num_groups = tf.maximum(tf.reduce_max(group) + 1, 0)
+    first = tf.math.unsorted_segment_min(tf.range(count), group, num_groups)
+    within = tf.range(count) - tf.gather(first, group)
+    # At least one step (of zeros: no sentence), so that the scan of a
+    # batch without text still has a shape.
+    depth = tf.reduce_max(tf.concat([within + 1, [1]], 0))
+    index = tf.stack([within, group], 1)
+    grid = tf.scatter_nd(index, lengths, tf.stack([depth, num_groups]))
+
+    def step(state, length):  # length: int32 [G], 0 where a group ended
+        used, current, _, _ = state
+        present = length > 0
+        forced = length > limit
+        join = present & ~forced & (current > 0) & (current + length <= limit)
+        row = tf.where(join, used - 1, used)
+        column = tf.where(join, current, 0)
+        grown = tf.where(forced, used + (length + limit - 1) // limit, used + 1)
+        used = tf.where(present & ~join, grown, used)
+        current = tf.where(
+            present,
+            tf.where(join, current + length, tf.where(forced, 0, length)),
+            current,
+        )
+        return used, current, row, column
+
+    zeros = tf.zeros([num_groups], tf.int32)
+    used, _, rows, columns = tf.scan(
+        step, grid, initializer=(zeros, zeros, zeros, zeros)
+    )
+    offset = tf.cumsum(used[-1], exclusive=True)
+    row = tf.gather(offset, group) + tf.gather_nd(rows, index)
+    column = tf.gather_nd(columns, index)
+    return row, column, lengths > limit
+
+
+def _packed_rows(sentences, groups, max_tokens, tokenizer):
+    limit = max_tokens
+    row, column, forced = pack(sentences["lengths"], groups, max_tokens)
+    count = tf.shape(row)[0]
+    num_rows = tf.cond(
+        count > 0,
+        lambda: row[-1]
+        + (column[-1] + sentences["lengths"][-1] + limit - 1) // limit,
+        lambda: 0,
+    )
+    token_sentence = tf.cast(sentences["ids"].value_rowids(), tf.int32)
+    position = tf.gather(column, token_sentence) + tf.cast(
+        tf.ragged.range(sentences["lengths"]).flat_values, tf.int32
+    )
+    token_row = tf.gather(row, token_sentence) + position // limit
+    token_forced = tf.gather(forced, token_sentence)
+    row_forced = (
+        tf.math.unsorted_segment_max(
+            tf.cast(token_forced, tf.int32), token_row, num_rows
+        )
+        > 0
+    )
+    row_sentence = tf.math.unsorted_segment_min(token_sentence, token_row, num_rows)
+    joined = tf.strings.reduce_join(
+        tf.RaggedTensor.from_value_rowids(
+            tf.boolean_mask(sentences["text"], ~forced),
+            tf.boolean_mask(row, ~forced),
+            nrows=num_rows,
+        ),
+        axis=1,
+        separator=" ",
+    )
+    # A row cut out of an over-long sentence reads as its pieces:
+    # detokenise those rows only.
+    forced_rows = tf.where(row_forced)[:, 0]
+    in_forced = tf.gather(row_forced, token_row)
+    compact = tf.cumsum(tf.cast(row_forced, tf.int32)) - 1
+    pieces = tokenizer.detokenize(
+        tf.RaggedTensor.from_value_rowids(
+            tf.boolean_mask(sentences["ids"].flat_values, in_forced),
+            tf.gather(compact, tf.boolean_mask(token_row, in_forced)),
+            nrows=tf.shape(forced_rows, out_type=tf.int32)[0],
+        )
+    )
+    return dict(
+        token_row=token_row,
+        token_column=position % limit,
+        num_rows=num_rows,
+        batch=tf.gather(sentences["batch"], row_sentence),
+        document=tf.gather(sentences["document"], row_sentence),
+        text=tf.tensor_scatter_nd_update(joined, forced_rows[:, None], pieces),
+    )
+
+
+def place_values(rows, values, default, placement, max_tokens):
+    """A value per sentence token, placed where its row goes.
+
+    Args:
+        rows: the `rows` dict.
+        values: [n], one per token of the sentences (flat, in order).
+        default: the value elsewhere.
+        placement: a `RowPlacement`.
+        max_tokens: T; columns >= T are cut.
+
+    Returns:
+        [B,P,T] of `values`' dtype: row r's first T values at example
+        `batch[r]`, row `slot[r]`, where `kept[r]`; `default` elsewhere.
+    """
+    T = max_tokens
+    token_row = rows["token_row"]
+    token_kept = tf.gather(placement.kept, token_row) & (rows["token_column"] < T)
+    token_index = tf.boolean_mask(
+        tf.stack(
+            [
+                tf.gather(placement.batch, token_row),
+                tf.gather(placement.slot, token_row),
+                rows["token_column"],
+            ],
+            1,
+        ),
+        token_kept,
+    )
+    shape = tf.stack([placement.num_batch, placement.num_slots, T])
+    return tf.tensor_scatter_nd_update(
+        tf.fill(shape, tf.constant(default, values.dtype)),
+        token_index,
+        tf.boolean_mask(values, token_kept),
+    )
+
+
+def place_tokens(rows, sentences, pad_id, placement, max_tokens):
+    """`tokens` int32 [B,P,T] (`pad_id` elsewhere) and `token_mask` bool
+    [B,P,T] of the rows placed by `placement` (see `place_values`)."""
+    tokens = place_values(
+        rows, sentences["ids"].flat_values, pad_id, placement, max_tokens
+    )
+    token_mask = place_values(
+        rows, tf.ones_like(rows["token_row"], tf.bool), False, placement, max_tokens
+    )
+    return tokens, token_mask
