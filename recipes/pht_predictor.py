@@ -22,8 +22,10 @@ import dataclasses
 import os
 
 from keras_hsum import run_folder
+from keras_hsum.features import DECODER_TOKENS
 from keras_hsum.features import PARAGRAPH_MASK
 from keras_hsum.features import TARGET
+from keras_hsum.features import TARGET_MASK
 from keras_hsum.features import TOKENS
 from keras_hsum.features import TOKEN_MASK
 from keras_hsum.models.attention_predictor import AttentionPredictor
@@ -225,8 +227,8 @@ def make_dataset(
             TOKENS: features[TOKENS],
             TOKEN_MASK: features[TOKEN_MASK],
             PARAGRAPH_MASK: features[PARAGRAPH_MASK],
-            "decoder_tokens": target[:, :-1],
-            "target_mask": tf.not_equal(target[:, 1:], pad_id),
+            DECODER_TOKENS: target[:, :-1],
+            TARGET_MASK: tf.not_equal(target[:, 1:], pad_id),
         }
         memory = teacher.encode(inputs, training=False)
         eta = attention_labels(teacher, inputs, memory=memory)

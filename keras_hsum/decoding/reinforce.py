@@ -62,6 +62,8 @@ import dataclasses
 
 from keras import ops
 
+from keras_hsum.features import DECODER_TOKENS
+from keras_hsum.features import TARGET_MASK
 from keras_hsum.decoding.beam_search import model_search
 from keras_hsum.decoding.mbr import pairwise_rouge_n
 from keras_hsum.decoding.sampling import Sampling
@@ -149,11 +151,11 @@ def sequence_log_probs(model, inputs, samples, lengths, training=True):
     tiled = {
         key: ops.repeat(value, K_static, axis=0)
         for key, value in inputs.items()
-        if key not in ("decoder_tokens", "target_mask") and value is not None
+        if key not in (DECODER_TOKENS, TARGET_MASK) and value is not None
     }
-    tiled["decoder_tokens"] = ops.where(mask, decoder_tokens, model.pad_id)
+    tiled[DECODER_TOKENS] = ops.where(mask, decoder_tokens, model.pad_id)
     # BOS always counts as real (decoder_padding_mask keeps position 0).
-    tiled["target_mask"] = mask
+    tiled[TARGET_MASK] = mask
     logits = model(tiled, training=training)  # [B·K, L, V]
     log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
     picked = ops.squeeze(ops.take_along_axis(log_probs, flat[..., None], axis=-1), -1)
@@ -237,7 +239,7 @@ class ReinforceObjective:
             )
         encoder_inputs = {
             key: value for key, value in inputs.items()
-            if key not in ("decoder_tokens", "target_mask")
+            if key not in (DECODER_TOKENS, TARGET_MASK)
         }
         # Padding and BOS are never targets; a sample holding one would be
         # scored by teacher forcing on another input than it was drawn

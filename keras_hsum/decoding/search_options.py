@@ -23,6 +23,7 @@ from keras_hsum.decoding.terms import NgramBlocking
 from keras_hsum.decoding.terms import RecentTokenBlocking
 from keras_hsum.decoding.terms import TokenBlocking
 from keras_hsum.features import PARAGRAPH_MASK
+from keras_hsum.features import PREDICTED_ATTENTION
 from keras_hsum.features import RANK_SCORE
 
 
@@ -110,7 +111,7 @@ class SearchOptions:
         # PHT §6's alignment with the predictor's attention, and with the
         # learned ranker's normalised scores (extProb).
         for term, beta, target in (
-            (AttentionAlignment, self.alignment_beta, inputs.get("predicted_attention")),
+            (AttentionAlignment, self.alignment_beta, inputs.get(PREDICTED_ATTENTION)),
             (ExtractiveAlignment, self.extractive_beta, inputs.get(RANK_SCORE)),
         ):
             if beta and target is not None:

@@ -40,6 +40,7 @@ from typing import NamedTuple
 from keras import ops
 
 from keras_hsum.checks import check_int
+from keras_hsum.features import PARAGRAPH_ATTENTION
 from keras_hsum.features import PARAGRAPH_MASK
 
 NEG_INF = -1e9
@@ -340,7 +341,7 @@ def _paragraph_valid(mask, like):
 class _AccumulatedAttention(ScoreTerm):
     """Shared state of the attention terms: Σ_t aux[aux_key] [B,K,P]."""
 
-    def __init__(self, num_paragraphs, aux_key="paragraph_attention", paragraph_mask=None):
+    def __init__(self, num_paragraphs, aux_key=PARAGRAPH_ATTENTION, paragraph_mask=None):
         self.num_paragraphs = num_paragraphs
         self.aux_key = aux_key
         self.paragraph_mask = paragraph_mask
@@ -398,7 +399,7 @@ class CoveragePenalty(_AccumulatedAttention):
     """
 
     def __init__(self, num_paragraphs, beta=0.2, paragraph_mask=None,
-                 aux_key="paragraph_attention", normalize_steps=True):
+                 aux_key=PARAGRAPH_ATTENTION, normalize_steps=True):
         super().__init__(num_paragraphs, aux_key, paragraph_mask)
         self.beta = float(beta)
         self.normalize_steps = normalize_steps
@@ -444,7 +445,7 @@ class AttentionAlignment(_AccumulatedAttention):
     """
 
     def __init__(self, eta_hat, beta=0.8, paragraph_mask=None,
-                 aux_key="paragraph_attention"):
+                 aux_key=PARAGRAPH_ATTENTION):
         eta_hat = ops.cast(eta_hat, "float32")
         if len(eta_hat.shape) != 2:
             raise ValueError(
@@ -492,7 +493,7 @@ class ExtractiveAlignment(AttentionAlignment):
     """
 
     def __init__(self, ranker_scores, beta=0.8, paragraph_mask=None,
-                 aux_key="paragraph_attention"):
+                 aux_key=PARAGRAPH_ATTENTION):
         scores = ops.maximum(ops.cast(ranker_scores, "float32"), 0.0)
         if paragraph_mask is not None:
             scores = ops.where(ops.cast(paragraph_mask, "bool"), scores, 0.0)
@@ -520,7 +521,7 @@ class StructuralCoverage(_AccumulatedAttention):
     """
 
     def __init__(self, num_paragraphs, beta=1.0, paragraph_mask=None,
-                 aux_key="paragraph_attention"):
+                 aux_key=PARAGRAPH_ATTENTION):
         super().__init__(num_paragraphs, aux_key, paragraph_mask)
         self.beta = float(beta)
 

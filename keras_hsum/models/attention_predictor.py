@@ -4,7 +4,9 @@ import keras
 from keras import ops
 from keras_hub.layers import TransformerEncoder
 
+from keras_hsum.features import DECODER_TOKENS
 from keras_hsum.features import PARAGRAPH_MASK
+from keras_hsum.features import TARGET_MASK
 from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import masked_softmax
@@ -60,14 +62,14 @@ def attention_labels(pht_model, inputs, memory=None):
         float32 [B,P] η: non-negative, 0 on padded paragraphs, summing to 1
         over the real ones.
     """
-    decoder_tokens = required(pht_model, inputs, "decoder_tokens", "int [B,S]")
+    decoder_tokens = required(pht_model, inputs, DECODER_TOKENS, "int [B,S]")
     if memory is None:
         memory = pht_model.encode(inputs, training=False)
     _, attention = pht_model.decode_with_attention(
         decoder_tokens, memory, training=False
     )
-    if inputs.get("target_mask") is not None:
-        target_mask = inputs["target_mask"]
+    if inputs.get(TARGET_MASK) is not None:
+        target_mask = inputs[TARGET_MASK]
     else:
         target_mask = decoder_padding_mask(decoder_tokens, pht_model.pad_id)
     return normalised_paragraph_attention(

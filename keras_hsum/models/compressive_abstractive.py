@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_hsum.features import DOCUMENT_IDS
+from keras_hsum.features import PARAGRAPH_ATTENTION
 from keras_hsum.features import PARAGRAPH_MASK
 from keras_hsum.features import TOKENS
 from keras_hsum.features import TOKEN_MASK
@@ -246,7 +247,7 @@ class CompressiveAbstractive(FlatMemorySummarizer):
         return tokens, token_mask, groups
 
     def step_aux(self, static):
-        return {"paragraph_attention": ops.cast(static[PARAGRAPH_MASK], "float32")}
+        return {PARAGRAPH_ATTENTION: ops.cast(static[PARAGRAPH_MASK], "float32")}
 
     def get_config(self):
         config = super().get_config()

@@ -4,7 +4,10 @@ discourse attention, pointer-generator copy and coverage."""
 import keras
 from keras import ops
 
+from keras_hsum.features import PARAGRAPH_ATTENTION
 from keras_hsum.features import PARAGRAPH_MASK
+from keras_hsum.features import SOURCE_EXTENDED_IDS
+from keras_hsum.features import TARGET_MASK
 from keras_hsum.features import TOKENS
 from keras_hsum.features import TOKEN_MASK
 from keras_hsum.layers.discourse_attention import DiscourseAttention
@@ -376,8 +379,8 @@ class DiscourseSummarizer(Summarizer):
             )
         tokens = ops.cast(tokens, "int32")
         source_ids = tokens
-        if inputs.get("source_extended_ids") is not None:
-            source_ids = ops.cast(inputs["source_extended_ids"], "int32")
+        if inputs.get(SOURCE_EXTENDED_IDS) is not None:
+            source_ids = ops.cast(inputs[SOURCE_EXTENDED_IDS], "int32")
             if tuple(source_ids.shape) != tuple(tokens.shape) and None not in (
                 tuple(source_ids.shape) + tuple(tokens.shape)
             ):
@@ -542,7 +545,7 @@ class DiscourseSummarizer(Summarizer):
             for k in ("log_probabilities", "alpha")
         )
         if self.use_coverage:
-            target_mask = None if inputs is None else inputs.get("target_mask")
+            target_mask = None if inputs is None else inputs.get(TARGET_MASK)
             if target_mask is None:
                 target_mask = decoder_padding_mask(decoder_tokens, self.pad_id)
             # The coverage each step was given: Σ_(k<t) α_k. Reduced as the
@@ -580,7 +583,7 @@ class DiscourseSummarizer(Summarizer):
         )
         batch = ops.shape(ids)[0]
         aux = {
-            "paragraph_attention": beta,
+            PARAGRAPH_ATTENTION: beta,
             "attention": ops.reshape(alpha, (batch, -1)),
             "p_gen": ops.cast(p_gen[:, 0], "float32"),
         }

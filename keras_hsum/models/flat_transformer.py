@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_hsum.features import PARAGRAPH_ATTENTION
 from keras_hsum.features import TOKENS
 from keras_hsum.features import TOKEN_MASK
 from keras_hsum.layers.input_checks import check_hyperparameters
@@ -102,7 +103,7 @@ class FlatTransformer(FlatMemorySummarizer):
 
     def step_aux(self, static):
         batch = ops.shape(static["memory"])[0]
-        return {"paragraph_attention": ops.zeros((batch, 1), "float32")}
+        return {PARAGRAPH_ATTENTION: ops.zeros((batch, 1), "float32")}
 
     def get_config(self):
         config = super().get_config()

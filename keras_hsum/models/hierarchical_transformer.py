@@ -11,6 +11,7 @@ from keras_hsum.layers.hierarchical_position_encoding import (
     HierarchicalPositionEncoding,
 )
 from keras_hsum.features import GRAPH
+from keras_hsum.features import PARAGRAPH_ATTENTION
 from keras_hsum.features import PARAGRAPH_MASK
 from keras_hsum.features import TOKENS
 from keras_hsum.features import TOKEN_MASK
@@ -298,7 +299,7 @@ class HierarchicalTransformer(FlatMemorySummarizer):
             layer, query_input, cross_cache[:, 0], memory_mask, static[PARAGRAPH_MASK]
         )
         logits = self._outputs(x, decoder_inputs, static)[:, 0]
-        aux = {"paragraph_attention": paragraph_attention}
+        aux = {PARAGRAPH_ATTENTION: paragraph_attention}
         return logits, (static, {"self_caches": ops.stack(updated, axis=1)}), aux
 
     def get_config(self):

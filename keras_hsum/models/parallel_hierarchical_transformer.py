@@ -8,6 +8,8 @@ from keras_hub.layers import ReversibleEmbedding
 from keras_hub.layers import SinePositionEncoding
 from keras_hub.layers import TransformerEncoder
 
+from keras_hsum.features import DECODER_TOKENS
+from keras_hsum.features import PARAGRAPH_ATTENTION
 from keras_hsum.features import PARAGRAPH_MASK
 from keras_hsum.features import TOKEN_MASK
 from keras_hsum.layers.input_checks import check_hyperparameters
@@ -358,7 +360,7 @@ class ParallelHierarchicalTransformer(Summarizer):
         over the real paragraphs). Used for the attention-predictor labels
         (`keras_hsum.models.attention_labels`).
         """
-        decoder_tokens = required(self, inputs, "decoder_tokens", "int [B,S]")
+        decoder_tokens = required(self, inputs, DECODER_TOKENS, "int [B,S]")
         memory = self.encode(inputs, training=training)
         _, attention = self.decode_with_attention(
             decoder_tokens, memory, training=training
@@ -457,7 +459,7 @@ class ParallelHierarchicalTransformer(Summarizer):
             )
         logits = self._outputs(y, decoder_inputs, static, last_attention)[:, 0]
         new_state = {"self_caches": ops.stack(updated, axis=1)}
-        return logits, (static, new_state), {"paragraph_attention": attention_sum}
+        return logits, (static, new_state), {PARAGRAPH_ATTENTION: attention_sum}
 
     def get_config(self):
         config = super().get_config()

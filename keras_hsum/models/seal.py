@@ -22,10 +22,14 @@ when the proxy labels are among the inputs) is `extractive_loss`.
 import keras
 from keras import ops
 
+from keras_hsum.features import DECODER_TOKENS
 from keras_hsum.features import DOCUMENT_IDS
+from keras_hsum.features import PARAGRAPH_ATTENTION
 from keras_hsum.features import PARAGRAPH_MASK
 from keras_hsum.features import PROXY_LABELS
 from keras_hsum.features import SEGMENT_LABELS
+from keras_hsum.features import SELECTED_IDS
+from keras_hsum.features import TARGET_MASK
 from keras_hsum.features import TOKENS
 from keras_hsum.features import TOKEN_MASK
 from keras_hsum.layers.input_checks import check_hyperparameters
@@ -280,11 +284,11 @@ class ExtractiveAbstractive(FlatMemorySummarizer):
         return memory
 
     def call(self, inputs, training=False):
-        if "decoder_tokens" not in inputs:
+        if DECODER_TOKENS not in inputs:
             return super().call(inputs, training=training)  # raises clearly
         memory = self.encode(inputs, training=training)
         logits = self.decode(
-            inputs["decoder_tokens"], memory, inputs=inputs, training=training
+            inputs[DECODER_TOKENS], memory, inputs=inputs, training=training
         )
         if inputs.get(self.label_key) is not None:
             labels = ops.convert_to_tensor(inputs[self.label_key])
@@ -310,10 +314,10 @@ class ExtractiveAbstractive(FlatMemorySummarizer):
     def step_aux(self, static):
         paragraphs = ops.shape(static["scores"])[1]
         return {
-            "paragraph_attention": selection_indicator(
-                static["selected_ids"], paragraphs
+            PARAGRAPH_ATTENTION: selection_indicator(
+                static[SELECTED_IDS], paragraphs
             ),
-            "selected_ids": static["selected_ids"],
+            SELECTED_IDS: static[SELECTED_IDS],
         }
 
     def get_config(self):
@@ -561,10 +565,10 @@ class SEAL(ExtractiveAbstractive):
         return self.decoder.logits(x[:, :steps]), scores
 
     def call(self, inputs, training=False):
-        if "decoder_tokens" not in inputs:
+        if DECODER_TOKENS not in inputs:
             return Summarizer.call(self, inputs, training=training)  # raises
         memory = self.encode(inputs, training=training)
-        decoder_tokens = ops.convert_to_tensor(inputs["decoder_tokens"])
+        decoder_tokens = ops.convert_to_tensor(inputs[DECODER_TOKENS])
         logits, scores = self._decode(decoder_tokens, memory, training)
         if inputs.get(self.label_key) is not None:
             labels = ops.cast(ops.convert_to_tensor(inputs[self.label_key]), "float32")
@@ -582,8 +586,8 @@ class SEAL(ExtractiveAbstractive):
             # cut from y's tokens; an EOS-only last segment has none).
             summary, _ = self._padded_summary(decoder_tokens)  # [B, M·L]
             real = ops.not_equal(summary, self.pad_id)
-            if inputs.get("target_mask") is not None:
-                target_real = as_bool_mask(ops.convert_to_tensor(inputs["target_mask"]))
+            if inputs.get(TARGET_MASK) is not None:
+                target_real = as_bool_mask(ops.convert_to_tensor(inputs[TARGET_MASK]))
                 target_real = ops.pad(
                     ops.cast(target_real, "int32"),
                     ((0, 0), (0, segments * self.segment_length - ops.shape(target_real)[1])),
@@ -614,7 +618,7 @@ class SEAL(ExtractiveAbstractive):
         return {
             "memory": selected,
             "memory_mask": selected_mask,
-            "selected_ids": selected_ids,
+            SELECTED_IDS: selected_ids,
             "cross_caches": self.decoder.cross_attention_caches(selected),
         }
 
@@ -677,10 +681,10 @@ class SEAL(ExtractiveAbstractive):
         new_state = dict(current, decoded=decoded, self_caches=self_caches)
         paragraphs = ops.shape(static["snippets"])[1]
         aux = {
-            "paragraph_attention": selection_indicator(
-                current["selected_ids"], paragraphs
+            PARAGRAPH_ATTENTION: selection_indicator(
+                current[SELECTED_IDS], paragraphs
             ),
-            "selected_ids": current["selected_ids"],
+            SELECTED_IDS: current[SELECTED_IDS],
         }
         return logits[:, 0], (static, new_state), aux
 

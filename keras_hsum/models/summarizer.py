@@ -38,9 +38,10 @@ model-specific entries documented by each model.
 import keras
 from keras import ops
 
+from keras_hsum.features import DECODER_TOKENS
 from keras_hsum.features import PARAGRAPH_MASK
-from keras_hsum.features import TOKEN_MASK
 from keras_hsum.features import TOKENS
+from keras_hsum.features import TOKEN_MASK
 from keras_hsum.layers.input_checks import check_model_features
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.models.first_call import call_without_unbuilt_warnings
@@ -151,7 +152,7 @@ class Summarizer(keras.Model):
         return self.initial_cache(tiled, max_length)
 
     def _check_teacher_forcing(self, inputs):
-        if isinstance(inputs, dict) and "decoder_tokens" not in inputs:
+        if isinstance(inputs, dict) and DECODER_TOKENS not in inputs:
             raise ValueError(
                 f"{self.name}: `call` is teacher-forced training and needs "
                 "`decoder_tokens` [B,S] among the inputs (use "
@@ -172,7 +173,7 @@ class Summarizer(keras.Model):
         self._check_teacher_forcing(inputs)
         memory = self.encode(inputs, training=training)
         return self.decode(
-            inputs["decoder_tokens"], memory, inputs=inputs, training=training
+            inputs[DECODER_TOKENS], memory, inputs=inputs, training=training
         )
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
