@@ -11,6 +11,7 @@
     keras-hsum train --recipe pht --config tiny [--data D] --out runs/pht
                      [--strategy default|mirrored|multi_worker] [--set key=value ...]
                      [--data-service grpc://host:port]
+                     [--backend tensorflow|jax] [--distribution data_parallel|model_parallel]
                                          train a recipe; run again to resume
 
     keras-hsum evaluate --baseline lead3|lexrank|textrank|oracle --data D --split val
@@ -30,6 +31,9 @@ from keras_hsum.argtypes import positive_float
 from keras_hsum.argtypes import positive_int
 from keras_hsum.features import PARAGRAPH_MASK
 from keras_hsum.features import TOKENS
+
+# `keras-hsum train --backend`: the Keras backends the trainer runs on.
+BACKENDS = ("tensorflow", "jax")
 
 
 def _quiet_tensorflow():
@@ -163,6 +167,19 @@ def _train(args):
     from keras_hsum.training import train
 
     try:
+        if args.backend == "jax":
+            from keras_hsum.training.jax_training import initialize_processes
+
+            # Before anything runs on JAX.
+            initialize_processes(args.coordinator, args.num_processes, args.process_id)
+        elif any(v is not None for v in (args.distribution, args.model_parallel,
+                                         args.coordinator, args.num_processes,
+                                         args.process_id)):
+            raise ValueError(
+                "--distribution, --model-parallel, --coordinator, --num-processes and "
+                "--process-id place a JAX run; add --backend jax (TensorFlow runs use "
+                "--strategy and TF_CONFIG)."
+            )
         recipe = recipes.get(args.recipe)
         config = parse_overrides(recipes.config(args.recipe, args.config), args.set)
         if args.epochs is not None:
@@ -182,6 +199,8 @@ def _train(args):
             init_from=args.init_from,
             init_checkpoint=args.init_checkpoint,
             data_service=args.data_service,
+            distribution=args.distribution,
+            model_parallel=args.model_parallel,
         )
     except (ValueError, OSError, NonFiniteLossError) as error:
         print(f"keras-hsum train: error: {error}", file=sys.stderr)
@@ -433,6 +452,40 @@ def build_parser():
         "(epochs-A-B); epochs are kept by keep_epoch_checkpoints=true",
     )
     trainer.add_argument("--quiet", action="store_true", help="no progress bar")
+    jax_options = trainer.add_argument_group(
+        "JAX backend", "train under JAX with keras.distribution (docs/training.md, "
+        "'JAX backend')"
+    )
+    jax_options.add_argument(
+        "--backend", choices=BACKENDS, default=None,
+        help="the Keras backend to train on (default: KERAS_BACKEND, else tensorflow); "
+        "set before Keras is imported",
+    )
+    jax_options.add_argument(
+        "--distribution", choices=["data_parallel", "model_parallel"], default=None,
+        help="under --backend jax: data_parallel (the default: every device holds the "
+        "weights, batches are split) or model_parallel (embedding, attention and "
+        "feed-forward weights split over a 'model' mesh axis)",
+    )
+    jax_options.add_argument(
+        "--model-parallel", type=positive_int, default=None, metavar="M",
+        help="with --distribution model_parallel: devices on the 'model' mesh axis "
+        "(default: all; the rest split the batch)",
+    )
+    jax_options.add_argument(
+        "--coordinator", default=None, metavar="HOST:PORT",
+        help="several JAX processes (hosts): process 0's address, the same in every "
+        "process (or KERAS_DISTRIBUTION_JOB_ADDRESSES)",
+    )
+    jax_options.add_argument(
+        "--num-processes", type=positive_int, default=None, metavar="N",
+        help="the number of JAX processes (or KERAS_DISTRIBUTION_NUM_PROCESSES)",
+    )
+    jax_options.add_argument(
+        "--process-id", type=non_negative_int, default=None, metavar="I",
+        help="this process's index, 0 to N-1; 0 writes --out "
+        "(or KERAS_DISTRIBUTION_PROCESS_ID)",
+    )
     trainer.set_defaults(handler=_train)
 
     from keras_hsum.evaluation import cli as evaluation_cli
@@ -445,9 +498,54 @@ def build_parser():
     return parser
 
 
+def requested_backend(argv):
+    """The backend that `keras-hsum train --backend B` asks for in `argv`
+    (None when not given, or for another command)."""
+    if not argv or argv[0] != "train":
+        return None
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--backend", choices=BACKENDS, default=None)
+    known, _ = parser.parse_known_args(argv[1:])
+    return known.backend
+
+
+def select_backend(argv):
+    """Sets KERAS_BACKEND from `train --backend` before Keras is imported
+    (building the parser imports it), and records the backend in use.
+
+    Returns:
+        None, or an error message when Keras was already imported in this
+        process with another backend (a caller of `main` that imported it).
+    """
+    backend = requested_backend(argv)
+    if backend is None:
+        return None
+    if "keras" in sys.modules:
+        import keras
+
+        running = keras.backend.backend()
+        if running != backend:
+            return (
+                f"--backend {backend}: Keras was already imported in this process with "
+                f"the {running!r} backend, which cannot change; run keras-hsum in a new "
+                f"process (or set KERAS_BACKEND={backend} before importing keras)."
+            )
+    os.environ["KERAS_BACKEND"] = backend
+    return None
+
+
 def main(argv=None):
     _quiet_tensorflow()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    error = select_backend(argv)
+    if error:
+        print(f"keras-hsum train: error: {error}", file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
+    if getattr(args, "backend", "absent") is None:
+        import keras
+
+        args.backend = keras.backend.backend()
     return args.handler(args)
 
 

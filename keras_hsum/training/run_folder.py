@@ -72,7 +72,9 @@ def check_or_write_config(out, resolved, defaults=None, replace_untrained=False)
     if os.path.exists(path):
         with open(path) as file:
             previous = json.load(file)
-        ignore = ("strategy",)
+        # How a run is placed (a tf.distribute strategy, or the JAX backend
+        # and its keras.distribution) does not change what it trains.
+        ignore = ("strategy", "backend", "distribution")
         differences = {
             key: (previous.get(key), resolved[key])
             for key in resolved

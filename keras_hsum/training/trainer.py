@@ -14,6 +14,12 @@
    `out/model.keras` (last epoch) and `out/best.keras` (lowest val_loss, or
    the config's `checkpoint_monitor`).
 
+Under the JAX backend (`KERAS_BACKEND=jax`, `keras-hsum train --backend
+jax`) the same steps run with `model.fit` under a `keras.distribution`
+(DataParallel over every device by default, or ModelParallel with the
+summarizers' layout map) instead of a tf.distribute strategy: see
+`keras_hsum.training.jax_training`.
+
 Strategies: "default" (one device, `model.fit`), "mirrored"
 (`MirroredStrategy` over the local GPUs, or over the logical CPU devices
 when there are several) and "multi_worker" (`MultiWorkerMirroredStrategy`
@@ -30,6 +36,7 @@ compiled model, warm start) and `run_folder` (`config.json`,
 `TrainResult`); this module runs them in order.
 """
 
+import contextlib
 import dataclasses
 import os
 
@@ -54,6 +61,7 @@ from keras_hsum.training.data_sources import resolve_data
 from keras_hsum.training.data_sources import shard_sources
 from keras_hsum.training.data_sources import shard_splits
 from keras_hsum.training.data_sources import training_source
+from keras_hsum.training import jax_training
 from keras_hsum.training.distributed import custom_fit
 from keras_hsum.training.model_setup import STRATEGIES
 from keras_hsum.training.model_setup import build_compiled_model
@@ -85,6 +93,8 @@ def train(
     init_from=None,
     init_checkpoint="last",
     data_service=None,
+    distribution=None,
+    model_parallel=None,
 ):
     """Trains `recipe` with `config`; resumes when `out` holds a backup.
 
@@ -110,6 +120,10 @@ def train(
             "grpc://localhost:5000"): its workers read and parse the
             training shards (`processing_mode="distributed_epoch"`); needs
             `data` to be a folder of shard folders (see `shard_splits`).
+        distribution: under the JAX backend only: "data_parallel" (the
+            default) or "model_parallel" (see `jax_training.make_distribution`).
+        model_parallel: with "model_parallel", the size of the "model" mesh
+            axis (None: every device).
 
     Returns:
         A `TrainResult`.
@@ -123,17 +137,76 @@ def train(
     recipe_name = recipe_name or recipe.__name__.rsplit(".", 1)[-1]
     _check_arguments(recipe, config, recipe_name, strategy, max_minutes, init_from,
                      init_checkpoint)
+    under_jax = jax_training.is_jax_backend()
+    if under_jax:
+        jax_distribution = _jax_distribution(
+            config, strategy, distribution, model_parallel, max_minutes
+        )
+    elif distribution is not None or model_parallel is not None:
+        jax_training.check_jax_backend(f"--distribution {distribution or 'model_parallel'}")
+    resolved = resolved_config(recipe_name, config_name, config, data, strategy, init_from,
+                               init_checkpoint)
+    if under_jax:
+        # Recorded, not compared: a run may resume under the other backend
+        # (its backup and checkpoints are backend-neutral Keras files).
+        resolved.update(backend="jax", distribution=distribution or "data_parallel")
     os.makedirs(out, exist_ok=True)
     check_or_write_config(
         out,
-        resolved_config(recipe_name, config_name, config, data, strategy, init_from,
-                        init_checkpoint),
+        resolved,
         defaults={field.name: field.default for field in dataclasses.fields(config)},
         replace_untrained=True,
     )
+    if under_jax:
+        with jax_distribution.scope(), jax_training.chief_folder(out) as write_dir:
+            return _fit_path(
+                recipe, config, out, data, recipe_name, max_minutes, verbose,
+                extra_callbacks, init_from, init_checkpoint, data_service,
+                tf_strategy=None, write_dir=write_dir,
+                batch_filter=lambda dataset: jax_training.whole_batches(
+                    dataset, jax_distribution, config.batch_size),
+            )
     # MultiWorkerMirroredStrategy must be created before TensorFlow runs
     # anything (it configures the collective ops of the eager context).
-    distribution = make_strategy(strategy)
+    return _fit_path(
+        recipe, config, out, data, recipe_name, max_minutes, verbose, extra_callbacks,
+        init_from, init_checkpoint, data_service, strategy=strategy,
+        tf_strategy=make_strategy(strategy),
+    )
+
+
+def _jax_distribution(config, strategy, distribution, model_parallel, max_minutes):
+    """The `keras.distribution` of a run under the JAX backend (see
+    `jax_training`), after refusing what JAX cannot run."""
+    if strategy != "default":
+        raise ValueError(
+            f"--strategy {strategy} is a tf.distribute strategy, which the JAX backend "
+            "does not use; under JAX choose --distribution data_parallel (every "
+            "device, the default) or model_parallel, and --coordinator/--num-processes/"
+            "--process-id for several hosts."
+        )
+    if max_minutes is not None and jax_training.process_count() > 1:
+        raise ValueError(
+            "--max-minutes stops each process on its own clock, and a JAX process that "
+            "stops alone leaves the others waiting in the next step's collective; with "
+            "several processes, bound the run with --epochs / --steps-per-epoch instead."
+        )
+    made = jax_training.make_distribution(distribution or "data_parallel", model_parallel)
+    jax_training.check_batch_split(made, config.batch_size)
+    return made
+
+
+def _fit_path(recipe, config, out, data, recipe_name, max_minutes, verbose, extra_callbacks,
+              init_from, init_checkpoint, data_service, *, tf_strategy, strategy="default",
+              write_dir=None, batch_filter=None):
+    """Everything after the run folder's config: data, vocabulary, model,
+    restore, fit. `tf_strategy` is the tf.distribute strategy whose scope
+    builds the model (None under JAX, whose keras.distribution is already
+    set); `write_dir` the folder the callbacks write (`out`, or a
+    temporary one in a JAX process other than 0); `batch_filter` drops
+    the validation batches the JAX distribution cannot split."""
+    write_dir = write_dir or out
+    batch_filter = batch_filter or (lambda dataset: dataset)
     # The global seed is set before the datasets are built: their shuffle
     # seeds derive from it, so every dataset built by this run (and by a
     # resumed run) yields the same batches in the same order.
@@ -146,7 +219,7 @@ def train(
         recipe, config, train_source, val_source, vocabulary
     )
     train_data = make_train_data()
-    val_data = make_val_data()
+    val_data = batch_filter(make_val_data())
     fit_val_data = _counted(val_data, config.validation_steps)
     if not fit_val_data.cardinality():
         raise ValueError(
@@ -167,7 +240,7 @@ def train(
             return custom_fit(
                 recipe, config, out=out, vocabulary=vocabulary,
                 train_data=make_train_data, val_data=make_val_data, verbose=verbose,
-                strategy=distribution, max_minutes=max_minutes,
+                strategy=tf_strategy, max_minutes=max_minutes,
                 # Each worker reads its own shard files (a tf.data service
                 # already hands every consumer different examples).
                 per_worker_data=(
@@ -183,7 +256,7 @@ def train(
     with naming_corrupt_shards(sharded):
         sample_inputs = next(iter(val_data))[0]
     keras.utils.set_random_seed(config.seed)
-    with distribution.scope():
+    with _model_scope(tf_strategy):
         model = build_compiled_model(
             recipe, config, vocabulary.vocabulary_size, sample_inputs
         )
@@ -191,7 +264,7 @@ def train(
     # the SentencePiece resource of the datasets built above: build them
     # again (the same seeds give the same batches).
     train_data = make_train_data()
-    fit_val_data = _counted(make_val_data(), config.validation_steps)
+    fit_val_data = _counted(batch_filter(make_val_data()), config.validation_steps)
     backup_dir = run_folder.path(out, run_folder.BACKUP)
     done = TrainingBackup.restore(model, backup_dir)
     if init_from is not None and not done:
@@ -199,7 +272,7 @@ def train(
         if verbose:
             print(f"Warm-started from {init_from} ({init_checkpoint} checkpoint).")
     budget = TimeBudget(max_minutes) if max_minutes else None
-    callbacks = _fit_callbacks(recipe, config, out, budget, extra_callbacks)
+    callbacks = _fit_callbacks(recipe, config, write_dir, budget, extra_callbacks)
     if verbose and done:
         print(f"Resuming {out} from step {done} of {config.epochs * config.steps_per_epoch}.")
     with naming_corrupt_shards(sharded):
@@ -218,6 +291,11 @@ def train(
         vocabulary=vocabulary,
         stopped_early=bool(budget and budget.stopped_at_step is not None),
     )
+
+
+def _model_scope(tf_strategy):
+    """`tf_strategy.scope()`, or a null context for None (under JAX)."""
+    return contextlib.nullcontext() if tf_strategy is None else tf_strategy.scope()
 
 
 def _check_arguments(recipe, config, recipe_name, strategy, max_minutes, init_from,

@@ -162,15 +162,15 @@ def backup_step(out):
         return None
 
 
-def kill_inside_an_epoch(command, out, steps_per_epoch, timeout=400):
-    """Starts `command`, kills it (SIGKILL) as soon as its backup holds a
-    step inside an epoch (not a multiple of `steps_per_epoch`); returns that
-    step."""
+def kill_inside_an_epoch(command, out, steps_per_epoch, timeout=400, env=None):
+    """Starts `command` (with the extra environment variables `env`), kills
+    it (SIGKILL) as soon as its backup holds a step inside an epoch (not a
+    multiple of `steps_per_epoch`); returns that step."""
     import pytest
 
     process = subprocess.Popen(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        env=environment(),
+        env=environment(**(env or {})),
     )
     deadline = time.monotonic() + timeout
     try:
