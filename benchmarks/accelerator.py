@@ -1007,8 +1007,10 @@ def proxy_lines(proxies):
     for label in labels:
         for r in proxies[label].get("train", []):
             rows.setdefault((r["recipe"], r["policy"], r["batch"]), {})[label] = r
-    lines += ["| recipe, policy, batch | figure | " + " | ".join(labels) + " |",
-              "|---|---|" + "---|" * len(labels)]
+    ratio = labels[:1] == ["before"] and len(labels) > 1  # last ÷ before
+    lines += ["| recipe, policy, batch | figure | " + " | ".join(labels)
+              + (f" | {labels[-1]} ÷ before" if ratio else "") + " |",
+              "|---|---|" + "---|" * (len(labels) + ratio)]
     for (recipe, policy, batch), by_label in rows.items():
         for key, title, scale, spec in keys:
             cells = []
@@ -1019,13 +1021,17 @@ def proxy_lines(proxies):
                 else:
                     v = r.get(key)
                     cells.append("—" if v is None else format(v / scale if scale != 1 else v, spec))
+            if ratio:
+                first, last = (by_label.get(label, {}).get(key) for label in (labels[0], labels[-1]))
+                cells.append(f"{last / first:.2f}×" if first and last is not None else "—")
             lines.append(f"| {recipe}, {policy}, {batch} | {title} | " + " | ".join(cells) + " |")
         largest = []
         for label in labels:
             r = by_label.get(label, {})
             largest.append(", ".join(f"{a['shape']} {a['opcode']}" for a in r.get("largest_f32", [])[:3])
                            or "—")
-        lines.append(f"| {recipe}, {policy}, {batch} | largest f32 arrays | " + " | ".join(largest) + " |")
+        lines.append(f"| {recipe}, {policy}, {batch} | largest f32 arrays | " + " | ".join(largest)
+                     + (" | |" if ratio else " |"))
     lines.append("")
     for label in labels:
         loops = proxies[label].get("decode_loops")
@@ -1037,13 +1043,15 @@ def proxy_lines(proxies):
         for title, figures in loops.items():
             if not isinstance(figures, dict):
                 continue
-            lines += [f"{title}:", "", "| search | loop | known trip count | longest top-k row "
-                      "| kernel-like ops in body |", "|---|---|---|---|---|"]
+            lines += [f"{title}:", "", "| search | loop | known trip count | host reads per token "
+                      "| longest top-k row | kernel-like ops in body |", "|---|---|---|---|---|---|"]
             for search, found in figures.items():
                 for loop in found:
+                    reads = loop.get("host_reads_per_token")
                     lines.append(f"| {search} | {loop['loop']} ({loop['parent'] or 'top'}) | "
                                  f"{loop['known_trip_count'] or 'none: host check per iteration'} | "
-                                 f"{loop['largest_topk']:,} | {loop['kernels']} |")
+                                 f"{fmt(reads, '.3f')} | {loop['largest_topk']:,} | "
+                                 f"{loop['kernels']} |")
             lines.append("")
     return lines
 
