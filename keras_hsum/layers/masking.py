@@ -57,6 +57,45 @@ def masked_softmax(scores, mask=None, axis=-1):
     return weights * ops.cast(mask, weights.dtype)
 
 
+def compact_masked_softmax(scores, mask=None, axis=-1):
+    """`masked_softmax` that keeps the [.., T] tensors in the dtype of
+    `scores` (bfloat16 under mixed precision) and only its normalising sums
+    in float32.
+
+    The sum over `axis` is accumulated in float32 and its reciprocal
+    rounded once; d = s − max s and exp(d) are in the dtype of `scores`, so
+    in bfloat16 a weight w errs by about w·(2 + |d|)·2^-9, at most about
+    2^-8 (the float32 softmax rounded to bfloat16, as keras' attention
+    hands it on, errs by up to w·2^-9). What the backward pass keeps (the
+    exponentials) is in the dtype of `scores`: half the memory of a
+    float32 softmax, which matters where the scores are the largest tensor
+    of the step (PHT's word-level cross attention, [B,H,S,P,T]). It is how
+    JAX's own softmax treats bfloat16 (what keras' attention runs under
+    mixed precision), written out so that every backend does the same. With
+    float32 scores it is the float32 softmax.
+
+    Args:
+        scores: float tensor of any shape.
+        mask: bool/int tensor broadcastable to `scores`; True = keep.
+        axis: the normalisation axis.
+
+    Returns:
+        Weights of `scores`' shape and dtype; masked entries are 0 and a
+        slice whose entries are all masked is all 0 (no NaN).
+    """
+    dtype = scores.dtype
+    if mask is not None:
+        mask = ops.broadcast_to(as_bool_mask(mask), ops.shape(scores))
+        scores = ops.where(mask, scores, ops.cast(large_negative(dtype), dtype))
+    peak = ops.stop_gradient(ops.max(scores, axis=axis, keepdims=True))
+    exps = ops.exp(scores - peak)
+    total = ops.sum(ops.cast(exps, "float32"), axis=axis, keepdims=True)
+    weights = exps * ops.cast(1.0 / total, dtype)
+    if mask is None:
+        return weights
+    return weights * ops.cast(mask, dtype)
+
+
 def fold_rows(x, memory):
     """`(x folded [B,K·S,...], N)`: the N = B·K rows of `x` [N,S,...] that
     read the B examples of `memory` (row b·K + k reads example b, as a

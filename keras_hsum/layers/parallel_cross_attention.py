@@ -9,6 +9,7 @@ from keras_hsum.layers.input_checks import check_cache_keys
 from keras_hsum.layers.input_checks import check_dims
 from keras_hsum.layers.input_checks import check_rank
 from keras_hsum.layers.masking import as_bool_mask
+from keras_hsum.layers.masking import compact_masked_softmax
 from keras_hsum.layers.masking import masked_softmax
 from keras_hsum.layers.masking import merge_masks
 
@@ -381,14 +382,14 @@ class ParallelCrossAttention(keras.layers.Layer):
         query_w = self.word_query_dense(query)
         key_w = memory_cache["word_key"]
         value_w = memory_cache["word_value"]
+        # The largest tensors of the step: kept in the compute dtype, only
+        # the softmax's sums in float32 (compact_masked_softmax).
         scores_w = ops.einsum("bshk,bhptk->bhspt", query_w, key_w)
-        weights_w = masked_softmax(
-            ops.cast(scores_w, "float32") * scale,
+        weights_w = compact_masked_softmax(
+            scores_w * ops.cast(scale, scores_w.dtype),
             None if word_mask is None else word_mask[:, None, None, :, :],
         )
-        weights_w = self.attention_dropout(
-            ops.cast(weights_w, self.compute_dtype), training=training
-        )
+        weights_w = self.attention_dropout(weights_w, training=training)
         # Fusion (Eq. 9): weight paragraph p's token weights by A_para[:, p]
         # and contract over paragraphs and tokens in one step.
         fusion = ops.cast(paragraph_attention, self.compute_dtype)
