@@ -224,7 +224,7 @@ def hlo_statistics(hlo_text, big_elements, weight_shapes=()):
 
 # --- one recipe, in this process ----------------------------------------------
 
-def measure(name, batch, policy, steps):
+def measure(name, batch, policy, steps, changes=None):
     """One recipe's row: cost analysis, HLO statistics, median step time."""
     os.environ.setdefault("KERAS_BACKEND", "jax")
     import jax
@@ -235,7 +235,7 @@ def measure(name, batch, policy, steps):
     from keras_hsum.models.losses import LabelSmoothedCrossEntropy
 
     module = recipes.get(name)
-    config = module.CONFIGS["paper"]
+    config = module.CONFIGS["paper"].replace(**(changes or {}))
     P, T, S = train_shapes(name, config)
     keras.config.set_dtype_policy(policy)
     try:
@@ -287,6 +287,7 @@ def measure(name, batch, policy, steps):
         weight_shapes = {tuple(v.shape) for v in model.trainable_variables}
         row = {
             "recipe": name, "policy": policy, "batch": batch, "shapes_PTS": [P, T, S],
+            "config_changes": changes or {},
             "vocabulary_size": config.vocabulary_size,
             "gflop": cost.get("flops", 0) / 1e9,
             "bytes_accessed_gib": cost.get("bytes accessed", 0) / 2**30,
@@ -332,11 +333,51 @@ def run_child(source, name, args):
         env["PYTHONPATH"] = source + os.pathsep + env.get("PYTHONPATH", "")
     command = [sys.executable, os.path.abspath(__file__), "--child", "--recipes", name,
                "--batch", str(args.batch), "--policy", args.policy, "--steps", str(args.steps)]
+    command += [f"--set={change}" for change in args.set]
     done = subprocess.run(command, env=env, capture_output=True, text=True, cwd="/tmp")
     for line in done.stdout.splitlines():
         if line.startswith("ROW "):
             return json.loads(line[4:])
     return {"recipe": name, "error": (done.stderr or done.stdout)[-600:]}
+
+
+# What the CPU program can and cannot show, and the levers of issue 57 item 4
+# that the code does not take (facts about the code and Keras 3.15, checked
+# by reading them; the figures are in the tables above them).
+READING = """
+## Reading
+
+- XLA CPU computes bfloat16 arithmetic in float32 (its dots and most
+  elementwise ops are upcast), and fuses less than XLA GPU (a reduction
+  takes a materialised operand), so "materialised" and "big f32" here
+  over-count what an H100 writes; `bytes accessed` is the cost model's
+  total over the CPU program. They compare versions; they are not GPU
+  traffic. "lowered" counts float32 values the program itself asks for,
+  including the float32 sums that JAX's softmax of bfloat16 scores and
+  the loss's reductions use (fused on a GPU).
+- Flash / cuDNN attention (`keras.ops.dot_product_attention`): keras'
+  `MultiHeadAttention` (inside keras-hub's TransformerEncoder/Decoder:
+  every encoder, decoder and HT/flat cross attention here) takes it only
+  when its attention dropout is 0; every paper config has dropout > 0
+  (PHT 0.3, HT and flat 0.1) and keras-hub uses the same rate for the
+  attention probabilities. Our own attentions (ParallelCrossAttention,
+  InterParagraphAttention, MultiHeadPooling) also drop attention weights,
+  and `jax.nn.dot_product_attention` has no dropout. Taking the fused
+  kernels means training without attention dropout: a change of the
+  recipe (results not equal), not of the layers; left to a decision.
+- cuDNN LSTM (discourse): Keras 3.15's JAX `lstm` refuses any mask
+  (`keras/src/backend/jax/rnn.py`: "Masking is not supported by the cuDNN
+  path"), and the discourse encoder needs its mask (sections padded to
+  500 tokens; masked steps keep the state; the backward direction would
+  otherwise read the padding first). Its decoder is an LSTMCell in a scan
+  with attention feedback, which no fused RNN kernel covers.
+- Dropout random bits: every dropout draws 32 threefry bits per element
+  (Keras' JAX `dropout` -> `jax.random.bernoulli`); its share of the
+  materialised bytes is the "dropout" category. A cheaper generator
+  (e.g. `jax_default_prng_impl="rbg"`) is a training-loop setting that
+  changes the random stream (and Keras' uint32[2] seeds would need the
+  rbg key shape): not taken here.
+"""
 
 
 def ratio(after, before):
@@ -403,7 +444,7 @@ def markdown(rows, args, base):
         a = pair.get("after", {})
         if "largest_buffers" in a:
             lines.append(f"- {name}: " + "; ".join(a["largest_buffers"][:5]))
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + READING
 
 
 def main():
@@ -413,13 +454,16 @@ def main():
     parser.add_argument("--policy", default="mixed_bfloat16")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--compare", default=None, help="git revision of the 'before' code")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="change a paper config field (a float), e.g. --set dropout=0")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     names = args.recipes.split(",")
     if args.child:
         for name in names:
-            print("ROW " + json.dumps(measure(name, args.batch, args.policy, args.steps)),
-                  flush=True)
+            changes = {k: float(v) for k, v in (c.split("=", 1) for c in args.set)}
+            print("ROW " + json.dumps(measure(name, args.batch, args.policy, args.steps,
+                                              changes)), flush=True)
         return
     if not args.compare:
         for name in names:
