@@ -1007,9 +1007,9 @@ def proxy_lines(proxies):
     for label in labels:
         for r in proxies[label].get("train", []):
             rows.setdefault((r["recipe"], r["policy"], r["batch"]), {})[label] = r
-    ratio = labels[:1] == ["before"] and len(labels) > 1  # last ÷ before
+    ratio = labels[:1] == ["before"] and len(labels) > 1  # the latest ÷ before
     lines += ["| recipe, policy, batch | figure | " + " | ".join(labels)
-              + (f" | {labels[-1]} ÷ before" if ratio else "") + " |",
+              + (" | latest ÷ before" if ratio else "") + " |",
               "|---|---|" + "---|" * (len(labels) + ratio)]
     for (recipe, policy, batch), by_label in rows.items():
         for key, title, scale, spec in keys:
@@ -1021,8 +1021,10 @@ def proxy_lines(proxies):
                 else:
                     v = r.get(key)
                     cells.append("—" if v is None else format(v / scale if scale != 1 else v, spec))
-            if ratio:
-                first, last = (by_label.get(label, {}).get(key) for label in (labels[0], labels[-1]))
+            if ratio:  # the latest measurement of this row ÷ before
+                first = by_label.get(labels[0], {}).get(key)
+                later = [by_label[label].get(key) for label in labels[1:] if label in by_label]
+                last = later[-1] if later else None
                 cells.append(f"{last / first:.2f}×" if first and last is not None else "—")
             lines.append(f"| {recipe}, {policy}, {batch} | {title} | " + " | ".join(cells) + " |")
         largest = []
