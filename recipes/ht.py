@@ -35,7 +35,7 @@ class Config(BackboneOptions, RecipeConfig):
         paragraph_length: T, tokens per paragraph (100 in HT).
         rank: paragraph ranking, "tfidf" (to the query/title), "order"
             (reading order) or "learned" (the `ParagraphRanker` of
-            `ranker_run` scores the first P_c rows, its `max_paragraphs`;
+            `ranker_run` scores every row;
             `keras_hsum.data.learned_ranking`).
         ranker_run: with rank="learned", the `ranker` run folder (recorded
             as an absolute path; `keras-hsum train` gives the run its

@@ -6,14 +6,14 @@ scores the candidate paragraphs and the top L go to the summarizer.
 graph (so in `make_dataset`'s `tf.data` map and in the exported
 SavedModel alike); this module reads the run folder it needs.
 
-What `TextStructurer` does with it, per example: the summarizer's own rows
-(its T, its packing, its vocabulary) in reading order, up to the ranker
-run's `max_paragraphs` of them (the candidates P_c), and the title/query cut
-to the ranker run's `context_length` tokens, go through the ranker; the
-rows are sorted by score, best first, ties in reading order, and the first
-P (`max_units`) are kept; `rank_score` holds their ranker scores. Rows past
-the first P_c are never candidates, although HT's ranker scores every input
-paragraph (docs/assumptions.md, note 4).
+What `TextStructurer` does with it, per example: every one of the
+summarizer's own rows (its T, its packing, its vocabulary), with the
+title/query cut to the ranker run's `context_length` tokens, goes through
+the ranker, as HT's ranker scores every input paragraph; the rows are
+sorted by score, best first, ties in reading order, and the first P
+(`max_units`) are kept; `rank_score` holds their ranker scores. The ranker
+scores each row on its own, so the number of rows it reads is not bound to
+the `max_paragraphs` the ranker run trained with.
 
 The ranker reads token ids, so it must share the summarizer's SentencePiece
 vocabulary: a ranker run with another `vocabulary.model` is refused
@@ -44,9 +44,8 @@ def load_ranker_run(run, vocabulary_proto=None):
             inputs are tokenised with; None skips the check.
 
     Returns:
-        `(model, candidates, context_length)`: the `ParagraphRanker` (its
-        last weights, model.keras), P_c = the run's `max_paragraphs` and
-        C_r = its `context_length`.
+        `(model, context_length)`: the `ParagraphRanker` (its last weights,
+        model.keras) and C_r = the run's `context_length`.
 
     Raises:
         ValueError: the folder lacks a file, is not a `ranker` run, or its
@@ -100,7 +99,5 @@ def load_ranker_run(run, vocabulary_proto=None):
             f"ranker_run {run!r}: model.keras holds a {type(model).__name__}, "
             "expected a ParagraphRanker."
         )
-    config = resolved.get("config", {})
-    candidates = int(config.get("max_paragraphs", 100))
-    context_length = int(config.get("context_length", 32))
-    return model, candidates, context_length
+    context_length = int(resolved.get("config", {}).get("context_length", 32))
+    return model, context_length

@@ -202,8 +202,7 @@ class TextStructurer(tf.Module):
         if options.get("rank") == "learned":
             from keras_hsum.data.learned_ranking import load_ranker_run
 
-            (self._ranker, self._ranker_candidates,
-             self._ranker_context_length) = load_ranker_run(
+            self._ranker, self._ranker_context_length = load_ranker_run(
                 options["ranker_run"], vocabulary_proto
             )
         self._structure = tf.function(
@@ -359,7 +358,9 @@ class TextStructurer(tf.Module):
             )
             return scores, ranking.rank(scores, batch, num_batch)
         if rank == "learned":
-            candidates = self._ranker_candidates
+            # Every row is a candidate, as HT's ranker scores every
+            # paragraph: R slots, the most rows of one example in the batch.
+            num_rows = tf.maximum(tf.reduce_max(local) + 1, 1)
             length = self._ranker_context_length
             context_tokens = self._tokenizer.tokenize(context)[:, :length].to_tensor(
                 default_value=self.pad_id, shape=tf.stack([num_batch, length])
@@ -370,7 +371,7 @@ class TextStructurer(tf.Module):
                 rows,
                 sentences,
                 rows_lib.RowPlacement(
-                    batch, local, local < candidates, num_batch, candidates
+                    batch, local, tf.ones_like(local, tf.bool), num_batch, num_rows
                 ),
                 self.pad_id,
                 self.max_tokens,

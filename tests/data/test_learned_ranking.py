@@ -1,6 +1,6 @@
 """rank="learned": a ranker run's top-L rows reach the summarizer's features.
 
-The reference is independent of the in-graph ranking: the candidate rows
+The reference is independent of the in-graph ranking: every row
 structured in reading order (`rank="order"`, checked against the Python
 builders in test_structurer.py), the `ParagraphRanker` called directly on
 them and its scores sorted in numpy (`ranker_runs.ranker_order`). The ranker
@@ -20,7 +20,8 @@ from ranker_runs import write_ranker_run
 
 pytestmark = pytest.mark.tensorflow_only
 
-CANDIDATES = 16  # the ranker run's max_paragraphs
+CANDIDATES = 16  # the ranker run's max_paragraphs (it once capped the candidates)
+ALL_ROWS = 400  # more rows than any of the examples below has
 CONTEXT = 8  # its context_length
 KEPT = 5  # L, the summarizer's max_units
 TOKENS = 24  # T
@@ -51,11 +52,12 @@ def batch(real_examples):
 
 
 def reference(vocabulary, model, inputs, pack="paragraph"):
-    """The candidates in reading order, the ranker's order over them."""
+    """Every row in reading order, the ranker's order over them."""
     candidates = TextStructurer(
-        vocabulary.proto, "paragraphs", CANDIDATES, TOKENS, rank="order", pack=pack
+        vocabulary.proto, "paragraphs", ALL_ROWS, TOKENS, rank="order", pack=pack
     )
     features = {k: v.numpy() for k, v in candidates(**inputs).items()}
+    assert not features["paragraph_mask"][:, -1].any()  # no row left out
     context = [q or t for q, t in zip(inputs["query"].numpy(), inputs["title"].numpy())]
     context_tokens = np.full([len(context), CONTEXT], vocabulary.pad_id, np.int32)
     for row, text in enumerate(context):
@@ -191,3 +193,28 @@ def test_loading_a_ranker_without_the_models_registered_says_what_to_import(rank
                             timeout=300)
     assert result.returncode != 0
     assert "import keras_hsum.models" in result.stderr, result.stderr[-2000:]
+
+
+@pytest.mark.slow  # 25 s on 2 cores (two structurer graphs)
+def test_a_row_past_the_rankers_training_size_is_kept_when_it_scores_highest(
+    vocabulary, ranker_run
+):
+    """HT's ranker scores every input paragraph: a row after the ranker
+    run's max_paragraphs (P_c = 16) rows, scoring highest, is kept first."""
+    run, model = ranker_run
+    texts = ["The committee discussed the budget for the next year.",
+             "Remote controls need bigger buttons for elderly users."]
+    pair = TextStructurer(vocabulary.proto, "paragraphs", 2, TOKENS, rank="order")
+    pair_features = {k: v.numpy() for k, v in pair(tf.constant([["\n\n".join(texts)]])).items()}
+    no_context = np.full([1, CONTEXT], vocabulary.pad_id, np.int32)
+    _, scores = ranker_order(model, pair_features, no_context)
+    low, high = np.argsort(scores[0])
+    assert scores[0, high] > scores[0, low]
+    last = CANDIDATES + 10
+    rows = [texts[low]] * last + [texts[high]]
+    structurer = TextStructurer(vocabulary.proto, "paragraphs", KEPT, TOKENS,
+                                rank="learned", ranker_run=run)
+    learned = structurer(tf.constant([["\n\n".join(rows)]]))
+    assert learned["paragraph_index"].numpy()[0, 0] == last
+    np.testing.assert_allclose(learned["rank_score"].numpy()[0, 0], scores[0, high], rtol=1e-5)
+    np.testing.assert_array_equal(learned["tokens"].numpy()[0, 0], pair_features["tokens"][0, high])

@@ -1,8 +1,8 @@
 """rank="learned" end to end: a ranker run trained, HT trained on its top
 paragraphs, exported, and the SavedModel run without Keras.
 
-The reference is independent of the code under test: the candidate rows in
-reading order (`rank="order"`), the trained ranker loaded from its run folder
+The reference is independent of the code under test: every row in reading
+order (`rank="order"`), the trained ranker loaded from its run folder
 and called directly, its scores sorted in numpy (`ranker_runs.ranker_order`).
 The SavedModel's `paragraphs` output (the rows the summarizer reads) must be
 those top-L rows, and not tf-idf's, from the same raw text.
@@ -110,17 +110,17 @@ def test_trained_ranker_order_reaches_ht_in_training_and_in_the_saved_model(
     kept = ht_config.max_test_paragraphs
     assert paragraphs.shape == (len(examples), kept)
 
-    # The reference: reading-order candidates, the trained ranker called
-    # directly, sorted in numpy.
+    # The reference: every row in reading order (HT's ranker scores every
+    # paragraph), the trained ranker called directly, sorted in numpy.
     vocabulary = Vocabulary.load(str(ranker_dir / "vocabulary.model"))
     ranker = keras.saving.load_model(str(ranker_dir / "model.keras"), compile=False)
     inputs = dict(documents=tf.constant(documents), title=tf.constant(titles),
                   query=tf.constant(queries))
     candidates = TextStructurer(
-        vocabulary.proto, "paragraphs", ranker_config.max_paragraphs,
-        ht_config.paragraph_length, rank="order",
+        vocabulary.proto, "paragraphs", 400, ht_config.paragraph_length, rank="order",
     )
     features = {k: v.numpy() for k, v in candidates(**inputs).items()}
+    assert not features["paragraph_mask"][:, -1].any()  # every row is there
     context_tokens = np.full([len(examples), ranker_config.context_length],
                              vocabulary.pad_id, np.int32)
     for row, (query, title) in enumerate(zip(queries, titles)):

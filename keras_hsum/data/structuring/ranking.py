@@ -142,10 +142,11 @@ def learned_rank(ranker, context_tokens, rows, sentences, candidates, pad_id,
                  max_tokens, max_units):
     """The learned ranker's score and slot of every row.
 
-    The candidates (the first P_c rows of each example in reading order,
-    P_c the ranker run's `max_paragraphs`), as tokens [B,P_c,T], go through
-    the `ParagraphRanker` with the context; candidates are ranked by score
-    (stable: ties in reading order), the other rows get slot P (dropped).
+    The candidates (`TextStructurer` makes every row one, as HT's ranker
+    scores every paragraph), as tokens [B,R,T] (R: `candidates.num_slots`,
+    static or not: the ranker scores each row on its own), go through the
+    `ParagraphRanker` with the context; candidates are ranked by score
+    (stable: ties in reading order), other rows get slot P (dropped).
 
     Args:
         ranker: the `ParagraphRanker`.
@@ -155,7 +156,7 @@ def learned_rank(ranker, context_tokens, rows, sentences, candidates, pad_id,
         sentences: `tokens.sentence_table`'s dict.
         candidates: a `RowPlacement` with each row's example, its reading
             order position as slot, whether it is a candidate as `kept`,
-            and P_c slots.
+            and R slots (an int or a scalar tensor).
         pad_id: the vocabulary's pad id.
         max_tokens: T.
         max_units: P.
@@ -168,8 +169,8 @@ def learned_rank(ranker, context_tokens, rows, sentences, candidates, pad_id,
     tokens, token_mask = place_tokens(rows, sentences, pad_id, candidates, max_tokens)
     ranker_scores = ranker(
         {
-            TOKENS: tf.ensure_shape(tokens, [None, num_candidates, max_tokens]),
-            TOKEN_MASK: tf.ensure_shape(token_mask, [None, num_candidates, max_tokens]),
+            TOKENS: tf.ensure_shape(tokens, [None, None, max_tokens]),
+            TOKEN_MASK: tf.ensure_shape(token_mask, [None, None, max_tokens]),
             PARAGRAPH_MASK: tf.reduce_any(token_mask, axis=-1),
             CONTEXT_TOKENS: tf.ensure_shape(context_tokens, [None, length]),
         },
