@@ -15,7 +15,7 @@ from `keras_hsum.data.pipeline.structured_examples` (the graph
 in-process pipeline yields; whatever computes them later only has to keep
 this signature.
 
-Axes are the symbols of `keras_hsum.data.pipeline.declare_features`: `"P"`
+Axes are the symbols of `keras_hsum.data.extras.declare_features`: `"P"`
 rows (max_units), `"T"` tokens per row (max_tokens), `"S"` target length
 (max_target_length), `"C"` context length (the paragraphs family's
 `context_length`), `"N"` tokens of a flat example (max_tokens), an int
@@ -76,7 +76,7 @@ class ExampleStructure:
                 raise ValueError(
                     f"Extra {getattr(extra, '__name__', extra)!r} declares no "
                     "features; shards need every extra's dtypes and axes: "
-                    "decorate it with keras_hsum.data.pipeline.declare_features."
+                    "decorate it with keras_hsum.data.extras.declare_features."
                 )
 
     @property

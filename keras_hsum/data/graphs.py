@@ -9,10 +9,11 @@ them (`row_normalize` does the same in numpy, for inspection). Batching pads
 G with zeros, like every padded row.
 
 Training and serving build these graphs in the graph, inside
-`keras_hsum.data.structurer.TextStructurer(..., graph_kind=...)`; this
-module is their Python reference (the tests compare the two), and
-`pipeline.paragraph_graph` still uses it for the families other than
-"paragraphs" and for a corpus-level tf-idf `model`.
+`keras_hsum.data.structurer.TextStructurer(..., graph_kind=...)`
+(`keras_hsum.data.structuring.graphs`); this module is their Python
+reference (the tests compare the two), and `label_extras.paragraph_graph`
+still uses it for the families other than "paragraphs" and for a
+corpus-level tf-idf `model`.
 
 Similarity graph (Erkan & Radev's LexRank graph as HT uses it)
 --------------------------------------------------------------

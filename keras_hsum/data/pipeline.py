@@ -38,23 +38,11 @@ pads P to `max_units`, S to `max_target_length`, C to the builder's
 shape (XLA/TPU friendly; with `drop_remainder=True` B is static too).
 
 Extras. An extra is a callable `(example, structured) -> dict` of numpy
-arrays (one example, no batch axis) merged into the features. It runs in
-Python (`tf.py_function`) on the structurer's output: `example` is the
-`Example` without its documents (id, dataset, title, query, summary,
-references), `structured.texts` the text of each kept row (the
-structurer's `unit_texts`) and `structured.features` the example's
-features as numpy arrays; it never structures the text again. Its signature
-(dtype and axes of each array) is taken, in this order, from:
-1. its `feature_spec` attribute (set it with `@declare_features(...)`): a
-   dict `name -> (dtype, axes)` or `(dtype, axes, padding_value)`, axes a
-   tuple of `"P"` (rows, padded with the batch), `"T"` (= max_tokens),
-   `"S"` (target length), `"C"` (context length), an int (fixed size) or
-   None (any length, padded to the longest in the batch);
-2. otherwise, by running it on the first example that structures: dtypes
-   are the arrays' dtypes, an axis whose length is that example's number
-   of rows is a `"P"` axis, any other axis is None. Declare the signature
-   when this guess can be wrong (an axis that happens to equal P), or when
-   `pad_to_max=True` needs the size of a None axis.
+arrays (one example, no batch axis) merged into the features, run in Python
+on the structurer's output: `keras_hsum.data.extras` says what it receives,
+how its signature is declared (`declare_features`) or inferred, and how it
+is run; the library's label extras (ranker targets, the paragraph graph,
+SEAL's proxy labels, the oracle) are in `keras_hsum.data.label_extras`.
 
 Skipped examples. A line that is not valid JSON/UTF-8/schema, an example
 whose documents hold no token, an example without a summary (when one is
@@ -75,24 +63,26 @@ import tensorflow as tf
 
 from keras_hsum.checks import check_int
 from keras_hsum.checks import options_or_keywords
-from keras_hsum.data import reader as reader_lib
+from keras_hsum.data import extras as extras_lib
 from keras_hsum.data import structure
-from keras_hsum.data.ranking import rouge2_recall_targets
-
-from keras_hsum.features import AXES
+from keras_hsum.data.extras import declare_features  # noqa: F401 (re-exported for keras_hsum.data)
+from keras_hsum.data.extras import extra_name
+from keras_hsum.data.label_extras import oracle_labels  # noqa: F401 (re-exported for keras_hsum.data)
+from keras_hsum.data.label_extras import paragraph_graph
+from keras_hsum.data.label_extras import ranker_targets  # noqa: F401 (re-exported for keras_hsum.data)
+from keras_hsum.data.label_extras import seal_labels  # noqa: F401 (re-exported for keras_hsum.data)
+from keras_hsum.data.pipeline_report import PipelineReport
+from keras_hsum.data.raw_examples import RAW_SIGNATURE
+from keras_hsum.data.raw_examples import raw_examples
+from keras_hsum.data.structuring.statistics import STATISTICS
 from keras_hsum.features import CONTEXT_TOKENS
 from keras_hsum.features import DOCUMENT_IDS
 from keras_hsum.features import EXAMPLE_ID
 from keras_hsum.features import FAMILIES
-from keras_hsum.features import Feature
 from keras_hsum.features import GRAPH
-from keras_hsum.features import ORACLE_LABELS
 from keras_hsum.features import PARAGRAPH_INDEX
 from keras_hsum.features import PARAGRAPH_MASK
-from keras_hsum.features import PROXY_LABELS
-from keras_hsum.features import RANKER_TARGETS
 from keras_hsum.features import RANK_SCORE
-from keras_hsum.features import SEGMENT_LABELS
 from keras_hsum.features import SOURCE_EXTENDED_IDS
 from keras_hsum.features import SOURCE_OOV_WORDS
 from keras_hsum.features import TARGET
@@ -103,273 +93,6 @@ from keras_hsum.features import extended_vocabulary_features
 from keras_hsum.features import family_features
 from keras_hsum.features import padded_shape
 from keras_hsum.features import padding_value
-
-
-@dataclasses.dataclass
-class PipelineReport:
-    """What a pipeline read, yielded and skipped, and why.
-
-    Counts accumulate over every pass through the source (each epoch of a
-    dataset re-reads it unless the dataset is cached). They count what the
-    generator produced; with shuffling or prefetching the consumer may not
-    have received all of it yet.
-
-    Attributes:
-        read: records read: examples plus invalid lines.
-        yielded: examples structured and yielded.
-        invalid_lines: lines that are not valid UTF-8, JSON or schema.
-        empty_input: examples whose documents hold no token.
-        empty_summary: examples without a reference summary (when one is
-            required or a target is built).
-        other_errors: examples for which structuring (or an extra) raised
-            another `ValueError`.
-        passes: how many times the source was read from the start.
-        truncation: the merged `TruncationReport` of the yielded examples.
-        errors: the first `max_errors` messages of skipped records, each
-            `"[reason] example 'id': message"`.
-        max_errors: how many messages to keep.
-    """
-
-    read: int = 0
-    yielded: int = 0
-    invalid_lines: int = 0
-    empty_input: int = 0
-    empty_summary: int = 0
-    other_errors: int = 0
-    passes: int = 0
-    truncation: structure.TruncationReport = dataclasses.field(
-        default_factory=structure.TruncationReport
-    )
-    errors: list = dataclasses.field(default_factory=list)
-    max_errors: int = 10
-
-    @property
-    def skipped(self):
-        """Records skipped for any reason (`read == yielded + skipped`)."""
-        return (
-            self.invalid_lines
-            + self.empty_input
-            + self.empty_summary
-            + self.other_errors
-        )
-
-    def count_skip(self, reason, message):
-        """Counts one skipped record under `reason` and keeps its message.
-
-        Args:
-            reason: one of `"invalid_lines"`, `"empty_input"`,
-                `"empty_summary"`, `"other_errors"`.
-            message: what went wrong (it should name the example).
-        """
-        if reason not in (
-            "invalid_lines",
-            "empty_input",
-            "empty_summary",
-            "other_errors",
-        ):
-            raise ValueError(
-                "`reason` must be 'invalid_lines', 'empty_input', "
-                f"'empty_summary' or 'other_errors', received {reason!r}."
-            )
-        setattr(self, reason, getattr(self, reason) + 1)
-        if len(self.errors) < self.max_errors:
-            self.errors.append(f"[{reason}] {message}")
-
-    def as_dict(self):
-        """The report as plain Python values (for JSON)."""
-        values = dataclasses.asdict(self)
-        values["skipped"] = self.skipped
-        return values
-
-    def __str__(self):
-        text = (
-            f"Read {self.read:,} records in {self.passes} pass(es), yielded "
-            f"{self.yielded:,} examples and skipped {self.skipped:,} "
-            f"({self.invalid_lines:,} invalid lines, {self.empty_input:,} "
-            f"with empty input, {self.empty_summary:,} with an empty "
-            f"summary, {self.other_errors:,} other errors). Truncation: "
-            f"{self.truncation}"
-        )
-        if self.errors:
-            shown = "; ".join(self.errors[:3])
-            more = len(self.errors) - 3
-            text += f" First errors: {shown}" + (
-                f" (and {more} more kept in `errors`)." if more > 0 else "."
-            )
-        return text
-
-
-def declare_features(**specs):
-    """Declares the features an extra returns (decorator).
-
-    Args:
-        **specs: `name=(dtype, axes)` or `name=(dtype, axes, padding_value)`
-            per returned array; dtype a numpy dtype or its name, axes a
-            tuple of `"P"`, `"T"`, `"S"`, `"C"`, `"N"`, ints and None (see
-            the module docstring). Without a padding value, arrays are
-            padded with 0 / False / 0.0.
-
-    Returns:
-        A decorator that sets `feature_spec` on the function and returns it.
-
-    Example:
-    >>> @declare_features(graph=("float32", ("P", "P")))
-    ... def similarity_graph(example, structured):
-    ...     ...
-    """
-    normalised = {name: _spec(name, value) for name, value in specs.items()}
-
-    def decorate(function):
-        function.feature_spec = normalised
-        return function
-
-    return decorate
-
-
-def _spec(name, value):
-    if not isinstance(value, (tuple, list)) or len(value) not in (2, 3):
-        raise ValueError(
-            f"The spec of feature {name!r} must be (dtype, axes) or "
-            f"(dtype, axes, padding_value), received {value!r}."
-        )
-    dtype, axes = np.dtype(value[0]), tuple(value[1])
-    for axis in axes:
-        if not (
-            axis is None
-            or axis in AXES
-            or (isinstance(axis, int) and axis >= 0)
-        ):
-            raise ValueError(
-                f"Axis {axis!r} of feature {name!r} is not one of "
-                f"{', '.join(AXES)}, a non-negative int or None."
-            )
-    padding = value[2] if len(value) == 3 else None
-    return Feature(dtype, axes, padding)
-
-
-@declare_features(ranker_targets=("float32", ("P",)))
-def ranker_targets(example, structured):
-    """HT's learned-ranker targets: ROUGE-2 recall of each kept row.
-
-    An extra for `structured_examples`/`make_dataset` (Liu & Lapata, 2019,
-    §3): for every row the builder kept, the fraction of the summary's
-    bigrams it covers (rouge-score tokenizer, Porter stemming).
-
-    Args:
-        example: the `Example` (its `summary` is the reference).
-        structured: the builder's `Structured` (its `texts`, one per row).
-
-    Returns:
-        `{"ranker_targets": float32 [P]}` in [0, 1]; zeros when the example
-        has no summary.
-    """
-    return {
-        RANKER_TARGETS: rouge2_recall_targets(
-            structured.texts, example.summary or ""
-        )
-    }
-
-
-def paragraph_graph(kind="similarity", **graph_options):
-    """An extra that adds HT's paragraph graph for graph-informed attention.
-
-    For the `"paragraphs"` family the graph is built in the graph by the
-    structurer (`TextStructurer(..., graph_kind=kind,
-    graph_options=graph_options)`, the one an exported SavedModel runs), so
-    training reads the graph serving computes; the extra then runs no
-    Python. Other families, and a corpus-level tf-idf `model` (which the
-    structurer does not take), compute it in Python with
-    `keras_hsum.data.graphs.graph_for` on the structurer's rows, the
-    reference the in-graph graph equals.
-
-    Args:
-        kind: `"similarity"` (tf-idf cosine with a threshold) or
-            `"discourse"` (the approximate discourse graph); see
-            `keras_hsum.data.graphs`.
-        **graph_options: passed to the graph function (e.g. `threshold`).
-
-    Returns:
-        An extra returning `{"graph": float32 [P, P]}`, row and column i
-        being row i of the structured example; the raw graph (the layer
-        row-normalises it over valid paragraphs). Padded rows and columns
-        of a batch are 0. Its `structurer_options` (None when the graph
-        is computed in Python) are the structurer's family options that
-        build it.
-    """
-    from keras_hsum.data import graphs
-    from keras_hsum.data.structuring.graphs import GRAPH_OPTIONS
-
-    if kind not in ("similarity", "discourse"):
-        raise ValueError(
-            f"`kind` must be 'similarity' or 'discourse', received {kind!r}."
-        )
-
-    @declare_features(graph=("float32", ("P", "P")))
-    def graph(example, structured):
-        return {GRAPH: graphs.graph_for(structured, kind, **graph_options)}
-
-    graph.__name__ = f"{kind}_graph"
-    graph.structurer_options = (
-        {"graph_kind": kind, "graph_options": dict(graph_options)}
-        if set(graph_options) <= set(GRAPH_OPTIONS[kind])
-        else None
-    )
-    return graph
-
-
-def seal_labels(segment_length=None, vocabulary=None):
-    """An extra that adds SEAL's proxy extractive labels (snippets family).
-
-    Args:
-        segment_length: L_seg; when given, snippets are also labelled
-            against every summary segment of L_seg tokens.
-        vocabulary: the `Vocabulary` whose tokens define segments (the
-            decoder's tokens); words without it.
-
-    The labels read the whole reference summary, also when
-    `max_target_length` cuts the decoder's target shorter (the tiny
-    configs cut most qmsum_general summaries): they say which snippets the
-    summary draws on, not only its first S - 2 tokens. Segment rows beyond
-    the decoder's segments are dropped by the model.
-
-    Returns:
-        An extra returning `{"proxy_labels": float32 [P]}` (mean ROUGE-1/2
-        F1 of each snippet against the whole summary) and, with
-        `segment_length`, `{"segment_labels": float32 [M, P]}` (M summary
-        segments, padded with 0 to the longest in the batch).
-    """
-    from keras_hsum.data import labels
-
-    specs = {PROXY_LABELS: ("float32", ("P",))}
-    if segment_length is not None:
-        specs[SEGMENT_LABELS] = ("float32", (None, "P"))
-
-    @declare_features(**specs)
-    def proxy_labels(example, structured):
-        result = labels.seal_proxy_labels(
-            structured.texts, example.summary, segment_length, vocabulary
-        )
-        out = {PROXY_LABELS: result.summary_labels}
-        if segment_length is not None:
-            out[SEGMENT_LABELS] = result.segment_labels
-        return out
-
-    return proxy_labels
-
-
-@declare_features(oracle_labels=("float32", ("P",)))
-def oracle_labels(example, structured):
-    """An extra that marks the rows of the greedy ROUGE oracle extract.
-
-    For the `sentences` family (extractive baselines, SHTE's evaluation):
-    1.0 on the kept sentences that the greedy oracle (`labels.greedy_oracle`
-    against all references) selects, 0.0 elsewhere: float32 [P].
-    """
-    from keras_hsum.data import labels
-
-    references = list(example.references) or [example.summary]
-    chosen = labels.greedy_oracle(structured.texts, references)
-    return {ORACLE_LABELS: labels.oracle_labels(len(structured.texts), chosen)}
 
 
 def _check_arguments(
@@ -409,110 +132,9 @@ def _check_arguments(
     return dict(FAMILY_OPTIONS[family], **options), extras
 
 
-def _read(source, report, skip_invalid, unicode_errors):
-    """Yields the source's examples, counting invalid lines into `report`."""
-    if isinstance(source, (str, os.PathLike)):
-        read_report = reader_lib.ReadReport(max_errors=report.max_errors)
-        seen = 0
-
-        def sync():
-            nonlocal seen
-            while seen < read_report.skipped:
-                message = (
-                    read_report.errors[seen]
-                    if seen < len(read_report.errors)
-                    else "invalid line"
-                )
-                report.read += 1
-                report.count_skip("invalid_lines", message)
-                seen += 1
-
-        for example in reader_lib.read_examples(
-            source, skip_invalid, unicode_errors, read_report
-        ):
-            sync()
-            report.read += 1
-            yield example
-        sync()
-        return
-    for example in source:
-        if not isinstance(example, reader_lib.Example):
-            raise TypeError(
-                "`source` must be a path or an iterable of "
-                "keras_hsum.data.reader.Example; it yielded a "
-                f"{type(example).__name__}. Read files with `read_examples`."
-            )
-        report.read += 1
-        yield example
-
-
-_RAW_SIGNATURE = {
-    "documents": tf.TensorSpec([None], tf.string),
-    "title": tf.TensorSpec([], tf.string),
-    "query": tf.TensorSpec([], tf.string),
-    "summary": tf.TensorSpec([], tf.string),
-    "references": tf.TensorSpec([None], tf.string),
-    EXAMPLE_ID: tf.TensorSpec([], tf.string),
-    "dataset": tf.TensorSpec([], tf.string),
-}
-# The structurer's per-example truncation counts (`statistics=True`).
-_STATISTICS = ("input_tokens", "output_tokens", "dropped_units",
-               "truncated_units", "forced_splits")
 # Raw examples are structured this many at a time (the structurer is
 # vectorised over a batch), then unbatched.
 _STRUCTURE_CHUNK = 32
-
-
-def _name(extra):
-    return getattr(extra, "__name__", repr(extra))
-
-
-def _raw_examples(source, report, needs_summary, skip_invalid, strict, unicode_errors,
-                  failures):
-    """Yields each readable example as strings: documents rendered as the
-    SavedModel receives them (`render_documents`), title, query, summary,
-    references, id. Counts what it skips into `report`; an error it raises
-    is also appended to `failures` (tf.data turns it into an
-    InvalidArgumentError; `structured_examples` raises the original)."""
-    try:
-        yield from _raw_strings(
-            source, report, needs_summary, skip_invalid, strict, unicode_errors
-        )
-    except Exception as error:
-        failures.append(error)
-        raise
-
-
-def _raw_strings(source, report, needs_summary, skip_invalid, strict, unicode_errors):
-    report.passes += 1
-    for example in _read(source, report, skip_invalid and not strict, unicode_errors):
-        if needs_summary and not (example.summary and example.summary.strip()):
-            error = structure.EmptySummaryError(
-                "The summary is empty; a training or evaluation example needs "
-                "a reference summary (pass require_summary=False and no "
-                "max_target_length to structure examples without one)."
-            )
-            if strict:
-                raise error
-            report.count_skip("empty_summary", f"example {example.id!r}: {error}")
-            continue
-        documents = reader_lib.render_documents(example)
-        if not any(document.strip() for document in documents):
-            error = structure.EmptyInputError("The example's documents hold no text.")
-            if strict:
-                raise error
-            report.count_skip("empty_input", f"example {example.id!r}: {error}")
-            continue
-        report.yielded += 1
-        yield {
-            "documents": np.asarray(documents or [""], dtype=object),
-            "title": example.title or "",
-            "query": example.query or "",
-            "summary": example.summary or "",
-            "references": np.asarray(list(example.references), dtype=object).reshape(-1),
-            EXAMPLE_ID: example.id,
-            "dataset": example.dataset or "",
-        }
 
 
 def _uncount(report, reason, strict, failures):
@@ -537,53 +159,6 @@ def _uncount(report, reason, strict, failures):
         return False
 
     return uncount
-
-
-def _structured_from_tensors(values, family):
-    """One graph-structured example as (`Example` without documents,
-    `Structured`) for the Python extras."""
-
-    def text(value):
-        return value.decode("utf-8") if isinstance(value, bytes) else str(value)
-
-    texts = [text(t) for t in values["unit_texts"]]
-    if family == "flat":
-        texts = [t for t in texts if t]
-    example = reader_lib.Example(
-        id=text(values[EXAMPLE_ID]),
-        dataset=text(values["dataset"]) or None,
-        title=text(values["title"]) or None,
-        query=text(values["query"]) or None,
-        documents=(),
-        summary=text(values["summary"]),
-        references=tuple(text(r) for r in values["references"]),
-    )
-    internal = set(_RAW_SIGNATURE) | set(_STATISTICS) | {"unit_texts", "summary_tokens_count"}
-    features = {name: value for name, value in values.items() if name not in internal}
-    return example, structure.Structured(
-        features=features, texts=texts, report=structure.TruncationReport()
-    )
-
-
-def _run_extras(extras, example, structured):
-    """The extras' outputs on one example: a list of (extra, dict)."""
-    outputs = []
-    for extra in extras:
-        values = extra(example, structured)
-        if not isinstance(values, dict):
-            raise TypeError(
-                f"Extra {_name(extra)} must return a dict of numpy arrays, "
-                f"returned a {type(values).__name__}."
-            )
-        for name in values:
-            if name in structured.features or any(name in v for _, v in outputs):
-                raise TypeError(
-                    f"Extra {_name(extra)} returns feature {name!r}, which "
-                    "already exists (from the structurer or another extra); "
-                    "rename it."
-                )
-        outputs.append((extra, values))
-    return outputs
 
 
 def _trim(features, family, pad_id):
@@ -631,12 +206,12 @@ def _structured_dataset(
     needs_summary = bool(require_summary or max_target_length)
 
     def raw():
-        return _raw_examples(
+        return raw_examples(
             source, report, needs_summary, skip_invalid, strict, unicode_errors,
             failures,
         )
 
-    dataset = tf.data.Dataset.from_generator(raw, output_signature=_RAW_SIGNATURE)
+    dataset = tf.data.Dataset.from_generator(raw, output_signature=RAW_SIGNATURE)
 
     mask = TOKEN_MASK if family == "flat" else PARAGRAPH_MASK
     count_truncation = _truncation_counter(report, max_target_length)
@@ -673,7 +248,7 @@ def _structured_dataset(
         kept = tf.reduce_any(out[mask], axis=1)
         if max_target_length:
             kept &= out["summary_tokens_count"] > 0
-        names = _STATISTICS + (("summary_tokens_count",) if max_target_length else ())
+        names = STATISTICS + (("summary_tokens_count",) if max_target_length else ())
         sums = tf.stack([
             tf.reduce_sum(tf.where(kept, out[name], 0)) for name in names
         ])
@@ -730,11 +305,11 @@ def _truncation_counter(report, max_target_length):
 
     def count(sums):
         values = [int(v) for v in sums.numpy()]
-        counted = dict(zip(_STATISTICS, values))
+        counted = dict(zip(STATISTICS, values))
         counted["dropped_tokens"] = counted["input_tokens"] - counted["output_tokens"]
         if max_target_length:
             (counted["target_tokens"], counted["target_dropped_tokens"],
-             counted["truncated_targets"]) = values[len(_STATISTICS):len(_STATISTICS) + 3]
+             counted["truncated_targets"]) = values[len(STATISTICS):len(STATISTICS) + 3]
         counted["examples"] = values[-1]
         report.truncation.merge(structure.TruncationReport(**counted))
         return True
@@ -745,7 +320,7 @@ def _truncation_counter(report, max_target_length):
 def _uncount_truncation(report, values, max_target_length):
     """Takes one example's counts back out of `report.truncation` (an
     extra skipped it after its chunk was counted)."""
-    counted = {name: -int(values[name]) for name in _STATISTICS}
+    counted = {name: -int(values[name]) for name in STATISTICS}
     counted["dropped_tokens"] = counted["input_tokens"] - counted["output_tokens"]
     counted["examples"] = -1
     if max_target_length:
@@ -756,69 +331,16 @@ def _uncount_truncation(report, values, max_target_length):
     report.truncation.merge(structure.TruncationReport(**counted))
 
 
-def _with_extras(dataset, extras, names, specs, family, max_tokens, max_target_length,
-                 report, strict, failures):
-    """Adds the extras' arrays (`names`), computed in Python from the
-    structurer's output (`tf.py_function`); an extra's ValueError skips the
-    example."""
-    if not extras:
-        return dataset
-    dtypes = [tf.as_dtype(specs[name].numpy_dtype) for name in names]
-    keys = sorted(dataset.element_spec)
+def _skip_for_extra(report, max_target_length):
+    """`skip(values, message)` for `extras.with_extras`: counts an example
+    an extra refused (after its chunk was counted) as an other error."""
 
-    def row(*tensors):
-        values = {key: tensor.numpy() for key, tensor in zip(keys, tensors)}
-        example, structured = _structured_from_tensors(values, family)
-        try:
-            outputs = _run_extras(extras, example, structured)
-        except ValueError as error:
-            if strict:
-                raise
-            report.yielded -= 1
-            _uncount_truncation(report, values, max_target_length)
-            report.count_skip("other_errors", f"example {example.id!r}: {error}")
-            return [np.asarray(False)] + [
-                np.zeros([0] * len(specs[name].axes), specs[name].numpy_dtype)
-                for name in names
-            ]
-        merged = {}
-        for _, values_out in outputs:
-            merged.update(values_out)
-        rows = len(structured.texts) if family != "flat" else None
-        merged = _conform(merged, {n: specs[n] for n in names}, max_tokens, rows)
-        return [np.asarray(True)] + [merged[name] for name in names]
+    def skip(values, message):
+        report.yielded -= 1
+        _uncount_truncation(report, values, max_target_length)
+        report.count_skip("other_errors", message)
 
-    def run(*tensors):
-        try:
-            return row(*tensors)
-        except Exception as error:
-            failures.append(error)
-            raise
-
-    def add(example):
-        results = tf.py_function(
-            run, [example[key] for key in keys], [tf.bool] + dtypes
-        )
-        example = dict(example)
-        example["_extras_ok"] = tf.reshape(results[0], [])
-        for name, value in zip(names, results[1:]):
-            value.set_shape([None] * len(specs[name].axes))
-            example[name] = value
-        return example
-
-    def ok(example):
-        return example["_extras_ok"]
-
-    def drop_flag(example):
-        example = dict(example)
-        example.pop("_extras_ok")
-        return example
-
-    return (
-        dataset.map(add, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        .filter(ok)
-        .map(drop_flag)
-    )
+    return skip
 
 
 def _prepared(
@@ -841,7 +363,7 @@ def _prepared(
     for extra in in_graph:
         if set(extra.structurer_options) & set(structurer_options):
             raise ValueError(
-                f"Extra {_name(extra)} sets the structurer options "
+                f"Extra {extra_name(extra)} sets the structurer options "
                 f"{sorted(extra.structurer_options)}, which family_options or "
                 "another extra already set; give one paragraph graph."
             )
@@ -863,8 +385,13 @@ def _prepared(
     names = [name for extra in extras for name in getattr(extra, "feature_spec", {})]
     undeclared = [extra for extra in extras if not hasattr(extra, "feature_spec")]
     if undeclared:
-        inferred = _infer_extra_specs(
-            undeclared, arguments, require_summary, unicode_errors
+        inferred = extras_lib.infer_specs(
+            undeclared,
+            _structured_dataset(
+                *arguments, PipelineReport(), require_summary, True, False,
+                unicode_errors, [],
+            ),
+            family,
         )
         specs.update(inferred)
         names += list(inferred)
@@ -873,9 +400,9 @@ def _prepared(
         *arguments, report, require_summary, skip_invalid, strict, unicode_errors,
         failures,
     )
-    dataset = _with_extras(
-        dataset, extras, names, specs, family, max_tokens, max_target_length, report,
-        strict, failures,
+    dataset = extras_lib.with_extras(
+        dataset, extras, names, specs, family, max_tokens, strict, failures,
+        _skip_for_extra(report, max_target_length),
     )
     kept = set(specs)
 
@@ -971,46 +498,6 @@ def structured_examples(
         yield example
 
 
-def _infer_extra_specs(extras, arguments, require_summary, unicode_errors):
-    """Specs of undeclared extras from their outputs on the first example
-    that structures."""
-    source, vocabulary, family = arguments[:3]
-    dataset = _structured_dataset(
-        *arguments, PipelineReport(), require_summary, True, False, unicode_errors, []
-    )
-    for values in dataset.take(1).as_numpy_iterator():
-        example, structured = _structured_from_tensors(values, family)
-        outputs = _run_extras(extras, example, structured)
-        rows = None
-        if PARAGRAPH_MASK in structured.features:
-            rows = structured.features[PARAGRAPH_MASK].shape[0]
-        specs = {}
-        for _, values_out in outputs:
-            for name, value in values_out.items():
-                value = np.asarray(value)
-                axes = tuple("P" if size == rows else None for size in value.shape)
-                specs[name] = Feature(value.dtype, axes)
-        return specs
-    raise ValueError(
-        "Cannot infer the signature of undeclared extras: the source "
-        "holds no example that structures. Check the source (see the "
-        "PipelineReport) or declare the extras with @declare_features."
-    )
-
-
-def _example_shape(spec, max_tokens):
-    """Per-example shape: T and fixed axes known, the others None."""
-    shape = []
-    for axis in spec.axes:
-        if axis == "T":
-            shape.append(max_tokens)
-        elif isinstance(axis, int):
-            shape.append(axis)
-        else:
-            shape.append(None)
-    return shape
-
-
 def _missing_size(name, axis):
     hint = {
         "P": " (give max_units)",
@@ -1020,38 +507,6 @@ def _missing_size(name, axis):
         f"pad_to_max=True needs the size of every axis, but axis {axis!r} of "
         f"feature {name!r} has none{hint}."
     )
-
-
-def _conform(features, specs, max_tokens, rows):
-    """Checks and casts one example's arrays against the signature."""
-    if set(features) != set(specs):
-        raise TypeError(
-            f"Expected the features {sorted(specs)}, the example has "
-            f"{sorted(features)}; an extra returned other names than it "
-            "declared (or than it returned on the first example)."
-        )
-    out = {}
-    for name, spec in specs.items():
-        value = np.asarray(features[name])
-        if value.ndim != len(spec.axes):
-            raise TypeError(
-                f"Feature {name!r} has shape {value.shape}; expected rank "
-                f"{len(spec.axes)} (axes {spec.axes})."
-            )
-        for size, axis in zip(value.shape, spec.axes):
-            expected = (
-                rows if axis == "P" else max_tokens if axis == "T" else axis
-            )
-            if isinstance(expected, (int, np.integer)) and size != expected:
-                raise TypeError(
-                    f"Feature {name!r} has shape {value.shape}; axis "
-                    f"{axis!r} should have size {expected}. Fix the extra "
-                    "that returns it or its declared axes."
-                )
-        if spec.dtype != "string" and value.dtype != spec.numpy_dtype:
-            value = value.astype(spec.numpy_dtype)
-        out[name] = value
-    return out
 
 
 @dataclasses.dataclass(frozen=True)
