@@ -24,10 +24,22 @@ runs: the practical limit of this CPU).
 Targets (issue 4): PHT and HT train at >= 1.5x FlatTransformer's tokens/s at
 3,000 input tokens, and reach >= 40% of the measured matmul FLOP/s.
 
+Backends (issue 60): `--backends` times the tiny configs instead (their
+own sizes and batch, batches from the recipe's dataset on the bundled
+corpus), once under TensorFlow and once under KERAS_BACKEND=jax, each in
+its own subprocess: the model built and compiled as `train` builds it
+(under JAX on one device, as `keras-hsum train --backend jax` does on a
+one-device machine), a warm-up `fit`, then `--repeats` timed `fit` calls of
+`--steps` steps on tf.data; steps/s = 1 / the median time per step, and
+JAX / TensorFlow in the same run.
+
 Usage:
     python benchmarks/train_throughput.py [--recipes flat,ht,pht] [--batch 2]
     python benchmarks/train_throughput.py --quick     # small sizes, smoke test
-Writes benchmarks/results/train_throughput[_quick].json and .md.
+    python benchmarks/train_throughput.py --backends [--recipes flat,ht,pht]
+Writes benchmarks/results/train_throughput[_quick].json and .md; --backends
+writes train_throughput_backends.json and the "Tiny recipes" section of
+train_throughput.md (the paper-size table is kept).
 """
 
 import argparse
@@ -88,8 +100,11 @@ QUICK = {
 }
 
 
-def _config(name, quick):
+def _config(name, quick, tiny=False):
     from keras_hsum import recipes
+
+    if tiny:
+        return recipes.config(name, "tiny")
 
     config = recipes.config(name, "paper")
     overrides = dict((QUICK if quick else INPUT_3000).get(name, {}))
@@ -108,7 +123,7 @@ def _config(name, quick):
     return config.replace(**overrides)
 
 
-def _batches(name, config, vocabulary_path, batch, count):
+def _batches(name, config, vocabulary_path, batch, count, corpus=("qmsum_general", "train")):
     import numpy as np
 
     from keras_hsum import recipes
@@ -119,7 +134,7 @@ def _batches(name, config, vocabulary_path, batch, count):
     vocabulary = Vocabulary.load(vocabulary_path)
     dataset = recipe.make_dataset(
         config.replace(batch_size=batch),
-        corpora.corpus_path("qmsum_general", "train"),
+        corpora.corpus_path(*corpus),
         vocabulary,
         training=False,
         max_examples=batch * count,
@@ -221,6 +236,48 @@ def measure_flops(args):
     return {"recipe": args.recipe, "train_step_flops": float(analysis["flops"])}
 
 
+def measure_backend_steps(args):
+    """Child (KERAS_BACKEND=tensorflow or jax): steps/s of a tiny config's
+    `fit`, the model built and compiled as `train` builds it, fed by tf.data
+    as `train` feeds it. `fit` keeps the JAX state on the devices between
+    steps (`train_on_batch` would copy it back into the variables after
+    every step), so the two backends are timed on the path training takes."""
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from keras_hsum import recipes
+    from keras_hsum.training.model_setup import build_compiled_model
+
+    config = _config(args.recipe, False, tiny=True)
+    batches = _batches(args.recipe, config, args.vocabulary, config.batch_size, 2,
+                       corpus=("qmsum_goldspan", "train"))
+    recipe = recipes.get(args.recipe)
+    keras.utils.set_random_seed(config.seed)
+    model = build_compiled_model(recipe, config, config.vocabulary_size, batches[0][0])
+    dataset = tf.data.Dataset.from_tensors(batches[0]).concatenate(
+        tf.data.Dataset.from_tensors(batches[1])).repeat()
+    # Compiles the step (and runs the warm-up steps).
+    model.fit(dataset, steps_per_epoch=args.warmup, epochs=1, verbose=0, shuffle=False)
+    times = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        history = model.fit(dataset, steps_per_epoch=args.steps, epochs=1, verbose=0,
+                            shuffle=False)
+        times.append((time.perf_counter() - start) / args.steps)
+    median = statistics.median(times)
+    return {
+        "recipe": args.recipe,
+        "backend": keras.backend.backend(),
+        "batch": config.batch_size,
+        "parameters": int(model.count_params()),
+        "step_seconds_median": median,
+        "step_seconds": times,
+        "steps_per_second": 1.0 / median,
+        "loss": float(np.asarray(history.history["loss"][-1])),
+    }
+
+
 def measure_matmul(size=2048, repeats=10):
     """Best dense float32 matmul FLOP/s of this machine (TensorFlow)."""
     import tensorflow as tf
@@ -237,14 +294,14 @@ def measure_matmul(size=2048, repeats=10):
     return 2.0 * size**3 / best
 
 
-def _child(args, backend):
+def _child(args, backend, child=None):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND=backend)
     if backend == "jax":
         env["JAX_PLATFORMS"] = "cpu"
-    command = [sys.executable, os.path.abspath(__file__), "--child", backend,
+    command = [sys.executable, os.path.abspath(__file__), "--child", child or backend,
                "--recipe", args.recipe, "--vocabulary", args.vocabulary,
                "--batch", str(args.batch), "--steps", str(args.steps),
-               "--warmup", str(args.warmup)]
+               "--warmup", str(args.warmup), "--repeats", str(args.repeats)]
     if args.quick:
         command.append("--quick")
     result = subprocess.run(command, env=env, capture_output=True, text=True, cwd=ROOT)
@@ -294,6 +351,10 @@ def main():
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument(
+        "--repeats", type=int, default=3,
+        help="--backends: timed fit calls of --steps steps each (the median is reported)",
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-flops", action="store_true", help="skip the JAX FLOP count")
     parser.add_argument(
@@ -301,7 +362,11 @@ def main():
         help="keep other recipes' rows of an earlier results file (same matmul figure "
         "re-measured; run the heavy SEAL-size recipes with fewer --steps)",
     )
-    parser.add_argument("--child", choices=["tensorflow", "jax"])
+    parser.add_argument(
+        "--backends", action="store_true",
+        help="steps/s of the tiny configs under TensorFlow and under JAX",
+    )
+    parser.add_argument("--child", choices=["tensorflow", "jax", "steps"])
     parser.add_argument("--recipe")
     parser.add_argument("--vocabulary")
     args = parser.parse_args()
@@ -310,6 +375,12 @@ def main():
         return
     if args.child == "jax":
         print(json.dumps(measure_flops(args)))
+        return
+    if args.child == "steps":
+        print(json.dumps(measure_backend_steps(args)))
+        return
+    if args.backends:
+        compare_backends(args)
         return
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -355,13 +426,117 @@ def main():
     os.makedirs(RESULTS, exist_ok=True)
     with open(results_json, "w") as file:
         json.dump(report, file, indent=1)
-    with open(os.path.join(RESULTS, f"train_throughput{suffix}.md"), "w") as file:
+    markdown = os.path.join(RESULTS, f"train_throughput{suffix}.md")
+    _, backends_section = _split_backends_section(markdown)
+    with open(markdown, "w") as file:
         file.write(
             f"# Training throughput at 3,000 input tokens (paper sizes)\n\n"
             f"{report['date']}, {report['machine']['platform']}, "
             f"{report['machine']['cpus']} CPUs; batch {args.batch}; dense matmul "
             f"{matmul / 1e9:.1f} GFLOP/s (float32 2048^3).\n\n{table}\n"
+            + backends_section
         )
+
+
+BACKENDS_HEADING = "## Tiny recipes: TensorFlow and JAX"
+TINY_RECIPES = ("flat", "ht", "pht")
+
+
+def _split_backends_section(markdown):
+    """`(the file's text before the backends section, that section)`; both
+    "" for a missing file."""
+    if not os.path.exists(markdown):
+        return "", ""
+    with open(markdown) as file:
+        text = file.read()
+    index = text.find(BACKENDS_HEADING)
+    if index < 0:
+        return text, ""
+    return text[:index], "\n" + text[index:]
+
+
+def compare_backends(args):
+    """Parent of --backends: one TensorFlow and one JAX child per tiny
+    recipe; writes train_throughput_backends.json and the markdown section."""
+    from keras_hsum import recipes
+
+    names = args.recipes.split(",") if args.recipes != ",".join(DEFAULT_RECIPES) \
+        else list(TINY_RECIPES)
+    load_before = os.getloadavg()
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        args.vocabulary = os.path.join(folder, "vocabulary.model")
+        _tiny_vocabulary(args.vocabulary)
+        for name in names:
+            if name not in recipes.names():
+                print(f"{name}: recipe not available, skipped")
+                continue
+            args.recipe = name
+            row = {"recipe": name}
+            for backend in ("tensorflow", "jax"):
+                row[backend] = _child(args, backend, child="steps")
+                print(json.dumps({backend: {k: v for k, v in row[backend].items()
+                                            if k != "step_seconds"}}))
+            rows.append(row)
+    load_after = os.getloadavg()
+    report = {
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
+                    "load_average_before": load_before, "load_average_after": load_after},
+        "steps_measured": args.steps, "warmup": args.warmup, "repeats": args.repeats,
+        "rows": rows,
+    }
+    with open(os.path.join(RESULTS, "train_throughput_backends.json"), "w") as file:
+        json.dump(report, file, indent=1)
+    lines = [
+        "| recipe | batch | params | TF step s | TF steps/s | JAX step s | JAX steps/s | "
+        "JAX / TF |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        tf_row, jax_row = row["tensorflow"], row["jax"]
+        if "error" in tf_row or "error" in jax_row:
+            error = " ".join(tf_row.get("error") or jax_row.get("error"))[-120:]
+            lines.append(f"| {row['recipe']} | error: {error} |" + " |" * 6)
+            continue
+        lines.append(
+            f"| {row['recipe']} | {tf_row['batch']} | {tf_row['parameters']:,} | "
+            f"{tf_row['step_seconds_median']:.3f} | {tf_row['steps_per_second']:.2f} | "
+            f"{jax_row['step_seconds_median']:.3f} | {jax_row['steps_per_second']:.2f} | "
+            f"{jax_row['steps_per_second'] / tf_row['steps_per_second']:.2f}x |"
+        )
+    table = "\n".join(lines)
+    print(table)
+    loaded = max(load_before[0], load_after[0]) > 2
+    section = (
+        f"{BACKENDS_HEADING}\n\n"
+        f"{report['date']}, {report['machine']['platform']}, {report['machine']['cpus']} "
+        f"CPUs; `python benchmarks/train_throughput.py --backends`: each recipe's tiny "
+        f"config (its own sizes and batch) on real qmsum_goldspan batches, one "
+        f"subprocess per backend, a {args.warmup}-step `fit` (compiling) then "
+        f"{args.repeats} timed `fit` calls of {args.steps} steps on tf.data (the median "
+        "per step), JAX on one CPU device. "
+        f"Load average {load_before[0]:.1f} before and {load_after[0]:.1f} after"
+        + (": the machine was shared and loaded, so the absolute times are inflated and "
+           "the JAX / TF ratios carry the noise of the other jobs." if loaded else ".")
+        + f"\n\n{table}\n"
+    )
+    markdown = os.path.join(RESULTS, "train_throughput.md")
+    before, _ = _split_backends_section(markdown)
+    with open(markdown, "w") as file:
+        file.write(before.rstrip("\n") + "\n\n" + section)
+
+
+def _tiny_vocabulary(path):
+    """A 4,000-piece vocabulary (the tiny configs' size) on qmsum_goldspan's
+    training split."""
+    from keras_hsum.data import corpora
+    from keras_hsum.data.reader import read_examples
+    from keras_hsum.data.vocabulary import Vocabulary
+    from keras_hsum.data.vocabulary import corpus_sentences
+
+    examples = read_examples(corpora.corpus_path("qmsum_goldspan", "train"))
+    Vocabulary.train(corpus_sentences(examples), vocabulary_size=4000).save(path)
 
 
 if __name__ == "__main__":
