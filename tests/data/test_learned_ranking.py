@@ -169,7 +169,11 @@ def test_recipes_train_and_export_with_the_ranker_they_record(
         captured.update(kwargs["family_options"])
         raise Captured
 
-    monkeypatch.setattr(recipes.base, "make_dataset", fake_make_dataset)
+    # recipes.base imports keras_hsum.data inside make_dataset (so that the
+    # recipes import without TensorFlow): patch the name where it is read.
+    import keras_hsum.data
+
+    monkeypatch.setattr(keras_hsum.data, "make_dataset", fake_make_dataset)
     with pytest.raises(Captured):
         module.make_dataset(config, [], vocabulary, training=True)
     assert captured["rank"] == "learned" and captured["ranker_run"] == run
