@@ -137,6 +137,7 @@ def test_the_blocker_blocks_tensorflow():
     assert "tensorflow is blocked" in done.stderr
 
 
+@pytest.mark.slow  # builds all ten recipes and compiles a train step: over a minute on 2 cores
 def test_recipes_build_and_pht_trains_without_tensorflow():
     """Every recipe's model builds with its loss, metrics and optimizer
     importable; PHT's jitted train step runs (the default suite)."""

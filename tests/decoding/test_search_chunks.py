@@ -145,7 +145,7 @@ def _flat_model():
     return model, inputs
 
 
-@pytest.mark.jax_slow  # 168 s under JAX on a loaded 2-core machine
+@pytest.mark.slow  # 168 s under JAX on a loaded 2-core machine, minutes under TF
 def test_a_cached_model_decodes_as_the_reference_for_every_n():
     """A FlatTransformer (its self-attention cache written at each position)
     with an EOS bias growing with the position: L = 11 is no multiple of 3 or
@@ -175,7 +175,7 @@ def test_a_cached_model_decodes_as_the_reference_for_every_n():
         np.testing.assert_allclose(numpy(out["log_probs"]), expected["log_probs"], atol=1e-5)
 
 
-@pytest.mark.jax_slow  # 237 s under JAX on a loaded 2-core machine
+@pytest.mark.slow  # 237 s under JAX on a loaded 2-core machine, minutes under TF
 def test_model_searches_and_sampling_do_not_depend_on_n():
     """`beam_search`, `greedy_search` and `sample_search` (which runs until
     every sample has ended) return the same for every N, aux included."""

@@ -151,6 +151,7 @@ print("REPORT " + json.dumps(report))
 """
 
 
+@pytest.mark.slow  # three JAX trainings on 2 CPU devices, each compiled: minutes on 2 cores
 def test_data_and_model_parallel_steps_equal_one_device_steps(corpus, tmp_path):
     data, vocabulary = corpus
     completed = subprocess.run(
