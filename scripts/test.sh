@@ -50,7 +50,8 @@ two_passes() {
   for d in tests/layers tests/models tests/decoding; do
     [ -d "$d" ] && agnostic+=("$d")
   done
-  for f in tests/training/test_weight_averaging.py tests/training/test_distributed.py; do
+  for f in tests/training/test_weight_averaging.py tests/training/test_distributed.py \
+           tests/training/test_jax_training.py; do
     if [ -f "$f" ]; then second_tf+=("$f"); ignore+=("--ignore=$f"); fi
   done
   local second_log basetemp second_pid tf_rc second_rc
