@@ -559,8 +559,12 @@ def test_recipe_structure_options_match_make_dataset(
         captured.update(kwargs, family=family)
         raise Captured
 
-    # Every recipe batches through recipes.base.batches.
-    monkeypatch.setattr(recipes.base, "make_dataset", fake_make_dataset)
+    # Every recipe batches through recipes.base.batches, which reads
+    # keras_hsum.data.make_dataset when called (the recipes import without
+    # TensorFlow): patch it there.
+    import keras_hsum.data
+
+    monkeypatch.setattr(keras_hsum.data, "make_dataset", fake_make_dataset)
     with pytest.raises(Captured):
         module.make_dataset(config, [], vocabulary, training=False)
     options = module.structure_options(config)
