@@ -268,7 +268,18 @@ def whole_batches(dataset, distribution, batch_size):
     def whole(*element):
         return tf.equal(tf.shape(tf.nest.flatten(element)[0])[0], batch_size)
 
-    return dataset.filter(whole)
+    def known_batch(*element):
+        # Keras' multi-process DataParallel reads the batch size from the
+        # static shape to give each process its slice; the filter left it
+        # unknown.
+        element = tf.nest.map_structure(
+            lambda t: tf.ensure_shape(
+                t, tf.TensorShape([batch_size]).concatenate(t.shape[1:])),
+            element,
+        )
+        return element if len(element) > 1 else element[0]
+
+    return dataset.filter(whole).map(known_batch)
 
 
 @contextlib.contextmanager
