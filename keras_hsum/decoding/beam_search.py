@@ -119,7 +119,7 @@ def gather_beams(x, parents):
     return ops.reshape(picked, (batch, -1) + tuple(ops.shape(x)[2:]))
 
 
-def top_candidates(totals, count):
+def top_candidates(totals, count, beam_size=None):
     """The `count` best of the K·V' candidates of each example, in the order
     of one `top_k` over the flattened [B, K·V'] scores.
 
@@ -136,12 +136,16 @@ def top_candidates(totals, count):
     Args:
         totals: float32 [B,K,V'], the candidates' summed log-probabilities.
         count: C (a Python int).
+        beam_size: K (a Python int) where the static shape of `totals`
+            may not hold it (a graph traced with unknown dimensions, e.g.
+            an exported model's search); None reads it from `totals`.
 
     Returns:
         `(values float32 [B,C], parents int32 [B,C], tokens int32 [B,C])`:
         best first, `parents` the beam k and `tokens` the id v of each.
     """
-    beams, vocabulary = totals.shape[1], totals.shape[-1]
+    beams = totals.shape[1] if beam_size is None else beam_size
+    vocabulary = totals.shape[-1]
     if vocabulary is None or vocabulary <= count:  # no smaller top-k to take first
         vocabulary = ops.shape(totals)[-1]
         values, flat_ids = ops.top_k(ops.reshape(totals, (-1, beams * vocabulary)), count)
@@ -359,7 +363,7 @@ def search(
         )
         totals = ops.where(dead, NEG_INF, totals)
         if sampling is None:
-            values, parents, tokens = top_candidates(totals, num_candidates)  # [B,C]
+            values, parents, tokens = top_candidates(totals, num_candidates, K)  # [B,C]
         else:  # each sample k extends itself: C = K, parent k
             step_uniforms = ops.take(uniforms, index, axis=2)  # [B,K]
             tokens = sampling.draw(log_probs, step_uniforms)
