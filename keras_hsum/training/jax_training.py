@@ -282,6 +282,49 @@ def whole_batches(dataset, distribution, batch_size):
     return dataset.filter(whole).map(known_batch)
 
 
+def build_loss_and_metrics(model, batch):
+    """Builds the compiled loss and metrics of a built, compiled `model` on
+    `batch`, so that Keras' JAX `fit` reads nothing to build them.
+
+    Keras 3.15's JAX `fit` builds whatever is still unbuilt (here the
+    compiled loss and metrics, which the other backends build in their first
+    step) on the first batch of an iterator it opens over the training data,
+    then opens a second iterator to train. The training pipeline shuffles
+    with `reshuffle_each_iteration`, so every iterator over the same dataset
+    draws another order: the JAX run trained on the pipeline's second order
+    while TensorFlow trains on its first (in the tests, the same weights
+    then diverged by 1.2% of the loss in 6 steps), and a resumed run, whose
+    second `fit` call found everything built, read the first order after the
+    interruption where an uninterrupted run reads the second. Built here,
+    every `fit` call trains on the first iterator of its dataset, as under
+    TensorFlow. Nothing is computed: the loss and metrics are traced on the
+    batch's shapes (`backend.compute_output_spec`), as `fit` would.
+
+    Args:
+        model: the model of `keras_hsum.training.model_setup.build_compiled_model`.
+        batch: `(inputs, labels, sample_weights)` of the training data's
+            structure, e.g. a validation batch (an iterator over the
+            training data here would shift its shuffle order too).
+
+    Raises:
+        RuntimeError: when the model, its loss or its metrics are still not
+            built (a Keras whose `fit` builds differently): `fit` would then
+            read the training data itself.
+    """
+    model._symbolic_build(data_batch=tuple(batch))
+    unbuilt = [name for name, part in (("loss", model._compile_loss),
+                                       ("metrics", model._compile_metrics))
+               if part is not None and not part.built]
+    unbuilt += [layer.name for layer in model._flatten_layers() if not layer.built]
+    if unbuilt:
+        raise RuntimeError(
+            f"{unbuilt} of the model are still unbuilt after building on a batch; Keras' "
+            "JAX fit would read a batch of the training data to build them and train on "
+            "another shuffle order. Report this with the Keras version "
+            f"({keras.version()})."
+        )
+
+
 @contextlib.contextmanager
 def chief_folder(out):
     """Yields the folder this process writes its callbacks' files to: `out`
