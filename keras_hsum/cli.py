@@ -180,8 +180,8 @@ def _train(args):
                 "--process-id place a JAX run; add --backend jax (TensorFlow runs use "
                 "--strategy and TF_CONFIG)."
             )
-        recipe = recipes.get(args.recipe)
-        config = parse_overrides(recipes.config(args.recipe, args.config), args.set)
+        recipe = recipes.declaration(args.recipe)
+        config = parse_overrides(recipe.config(args.config), args.set)
         if args.epochs is not None:
             config = config.replace(epochs=args.epochs)
         if args.steps_per_epoch is not None:
@@ -220,15 +220,14 @@ def _train(args):
 
 
 def recipe_example_structure(recipe_name, config_name, overrides, training, vocabulary):
-    """The `ExampleStructure` of a recipe's config with `--set` overrides
-    (module level: Beam workers unpickle it and call it in `setup`)."""
+    """The `ExampleStructure` of a recipe's config with `--set` overrides:
+    its declaration's `example_structure` (module level: Beam workers
+    unpickle it and call it in `setup`)."""
     from keras_hsum import recipes
-    from keras_hsum.recipes.base import example_structure
 
-    config = parse_overrides(recipes.config(recipe_name, config_name), overrides)
-    return example_structure(
-        recipes.get(recipe_name), config, vocabulary, training=training
-    )
+    recipe = recipes.declaration(recipe_name)
+    config = parse_overrides(recipe.config(config_name), overrides)
+    return recipe.example_structure(config, vocabulary, training=training)
 
 
 def _preprocess(args):
@@ -375,7 +374,10 @@ def build_parser():
         "--split train and DIR/val with --split val --vocab DIR/train/vocabulary.model. "
         "Arguments after -- go to Beam as pipeline options (e.g. Dataflow's).",
     )
-    prep.add_argument("--recipe", required=True, help="e.g. pht, ht, flat, seal")
+    prep.add_argument(
+        "--recipe", required=True,
+        help="e.g. pht, ht, flat, seal, or the module path of a recipe outside "
+        "keras_hsum (docs/recipes.md, 'Add a recipe')")
     prep.add_argument("--config", default="tiny", help="tiny | paper | ...")
     prep.add_argument(
         "--data", default=None,
@@ -412,7 +414,10 @@ def build_parser():
     trainer = commands.add_parser(
         "train", help="train a recipe (resumes when --out holds a run)"
     )
-    trainer.add_argument("--recipe", required=True, help="e.g. pht, ht, flat, seal")
+    trainer.add_argument(
+        "--recipe", required=True,
+        help="e.g. pht, ht, flat, seal, or the module path of a recipe outside "
+        "keras_hsum (docs/recipes.md, 'Add a recipe')")
     trainer.add_argument("--config", default="tiny", help="tiny | paper | ...")
     trainer.add_argument(
         "--data", default=None,

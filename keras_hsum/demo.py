@@ -70,7 +70,8 @@ def run(out_dir="demo_out", epochs=None, steps_per_epoch=None, example_index=0):
     data_folder = os.path.dirname(sample_path(DATASET, "train"))
     report = {"dataset": DATASET, "recipe": RECIPE, "data": data_folder}
 
-    config = recipes.config(RECIPE, "tiny")
+    recipe = recipes.declaration(RECIPE)
+    config = recipe.config("tiny")
     config = config.replace(epochs=DEMO_EPOCHS if epochs is None else epochs)
     if steps_per_epoch is not None:
         config = config.replace(steps_per_epoch=steps_per_epoch)
@@ -82,7 +83,7 @@ def run(out_dir="demo_out", epochs=None, steps_per_epoch=None, example_index=0):
     )
     start = time.perf_counter()
     result = train(
-        recipes.get(RECIPE), config, out=run_dir, data=data_folder,
+        recipe, config, out=run_dir, data=data_folder,
         recipe_name=RECIPE, config_name="tiny", verbose=1,
     )
     seconds = time.perf_counter() - start

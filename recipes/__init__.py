@@ -1,9 +1,13 @@
-"""Recipes: one module per paper and baseline, with frozen configs.
+"""Recipes: one module per paper and baseline, each declaring `RECIPE`.
 
-`get(name)` returns the recipe module; `names()` lists them. See
-`keras_hsum.recipes.base` for what a recipe module defines. The modules live
-in the repository's top-level `recipes/` folder and install as
-`keras_hsum.recipes` (setup.py's `package_dir`).
+`get(name)` returns the recipe module, `declaration(name)` its `Recipe`
+(see `keras_hsum.recipes.base`), `names()` lists the recipes of this
+installation. The modules live in the repository's top-level `recipes/`
+folder and install as `keras_hsum.recipes` (setup.py's `package_dir`).
+
+A recipe outside keras_hsum is named by its module path (a name with a
+dot, e.g. `my_recipes.toy`): any importable module that declares `RECIPE =
+Recipe(name="my_recipes.toy", ...)`. docs/recipes.md, "Add a recipe".
 """
 
 import importlib
@@ -29,26 +33,55 @@ def names():
 
 
 def get(name):
-    """The recipe module `keras_hsum.recipes.<name>`."""
-    if name not in RECIPES:
-        raise ValueError(f"Unknown recipe {name!r}; expected one of {list(RECIPES)}.")
+    """The recipe module: `keras_hsum.recipes.<name>` for a name of
+    `RECIPES`, else the module `name` (a dotted module path) that declares
+    `RECIPE` under that name.
+
+    Raises:
+        ValueError: an unknown name, a module that is not available or
+            declares no `RECIPE`, or one whose `RECIPE.name` is another.
+    """
+    from keras_hsum.recipes.base import Recipe
+
+    if name in RECIPES:
+        module_name = f"{__name__}.{name}"
+    elif isinstance(name, str) and "." in name:
+        module_name = name
+    else:
+        raise ValueError(
+            f"Unknown recipe {name!r}; expected one of {list(RECIPES)}, or the "
+            "module path of a recipe outside keras_hsum (e.g. my_recipes.toy)."
+        )
     try:
-        return importlib.import_module(f"{__name__}.{name}")
+        module = importlib.import_module(module_name)
     except ModuleNotFoundError as error:
-        if error.name == f"{__name__}.{name}":
+        if module_name == error.name or module_name.startswith(f"{error.name}."):
             raise ValueError(
-                f"Recipe {name!r} is not available in this installation; "
-                f"available: {names()}."
+                f"Recipe {name!r} is not available in this installation "
+                f"(no module {module_name!r} on the path); available: {names()}."
             ) from error
         raise
+    recipe = getattr(module, "RECIPE", None)
+    if not isinstance(recipe, Recipe):
+        raise ValueError(
+            f"Module {module_name!r} declares no recipe: it needs RECIPE = "
+            "keras_hsum.recipes.base.Recipe(...) (docs/recipes.md, 'Add a recipe'); "
+            f"its RECIPE is {recipe!r}."
+        )
+    if recipe.name != name:
+        raise ValueError(
+            f"Module {module_name!r} declares RECIPE.name={recipe.name!r}; it is "
+            f"read as recipe {name!r}, the name a run's config.json records and "
+            f"export looks up: set Recipe(name={name!r}, ...)."
+        )
+    return module
+
+
+def declaration(name):
+    """The `Recipe` that the module of recipe `name` declares (`get(name).RECIPE`)."""
+    return get(name).RECIPE
 
 
 def config(name, config_name):
     """The frozen config `CONFIGS[config_name]` of recipe `name`."""
-    module = get(name)
-    if config_name not in module.CONFIGS:
-        raise ValueError(
-            f"Recipe {name!r} has no config {config_name!r}; expected one of "
-            f"{sorted(module.CONFIGS)}."
-        )
-    return module.CONFIGS[config_name]
+    return declaration(name).config(config_name)

@@ -9,10 +9,12 @@ Trained with L_abs only, so batches carry no proxy labels.
 import dataclasses
 
 from keras_hsum.models.compressive_abstractive import CompressiveAbstractive
+from keras_hsum.recipes.base import Recipe
 from keras_hsum.recipes.base import RecipeConfig
-from keras_hsum.recipes.seal import PAPER_SIZES
-from keras_hsum.recipes.seal import TINY_SIZES
-from keras_hsum.recipes.seal import snippet_dataset
+from keras_hsum.recipes.base import model_arguments
+from keras_hsum.recipes.extractive_abstractive import PAPER_SIZES
+from keras_hsum.recipes.extractive_abstractive import TINY_SIZES
+from keras_hsum.recipes.extractive_abstractive import snippet_features
 
 DEFAULT_DATASET = "qmsum_general"
 
@@ -75,45 +77,20 @@ DECODING = {
 
 
 def build_model(config, vocabulary_size):
-    return CompressiveAbstractive(
-        vocabulary_size=vocabulary_size,
-        hidden_dim=config.hidden_dim,
-        num_heads=config.num_heads,
-        intermediate_dim=config.intermediate_dim,
-        num_encoder_layers=config.num_encoder_layers,
-        num_decoder_layers=config.num_decoder_layers,
-        snippets_per_group=config.snippets_per_group,
-        compressed_length=config.compressed_length,
-        max_documents=config.max_documents,
-        dropout=config.dropout,
+    return CompressiveAbstractive(**model_arguments(
+        CompressiveAbstractive, config, vocabulary_size=vocabulary_size,
         name="compressive_abstractive",
-    )
+    ))
 
 
-def make_dataset(
-    config, source, vocabulary, *, training, seed=0, cache=None, max_examples=None
-):
-    """(inputs [snippets], labels [B,S], sample_weight [B,S]); no proxy labels."""
-    return snippet_dataset(
-        config,
-        source,
-        vocabulary,
-        training=training,
-        seed=seed,
-        cache=cache,
-        max_examples=max_examples,
-        labels=None,
-    )
-
-
-def structure_options(config):
-    """How export structures raw text for this recipe (`TextStructurer` kwargs).
-
-    Mirrors `snippet_dataset`: the "snippets" family, P = `max_snippets`
-    (N_snpt), T = `snippet_length` (L_snpt).
-    """
-    return dict(
-        family="snippets",
-        max_units=config.max_snippets,
-        max_tokens=config.snippet_length,
-    )
+# EA's snippets; trained with L_abs only, so no labels.
+RECIPE = Recipe(
+    name="compressive_abstractive",
+    config_class=Config,
+    configs=CONFIGS,
+    build_model=build_model,
+    features=snippet_features,
+    decoding=DECODING,
+)
+make_dataset = RECIPE.make_dataset
+structure_options = RECIPE.structure_options

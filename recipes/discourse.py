@@ -15,8 +15,10 @@ import keras
 
 from keras_hsum.models.discourse_summarizer import DiscourseSummarizer
 from keras_hsum.models.losses import LabelSmoothedCrossEntropy
+from keras_hsum.recipes.base import Recipe
 from keras_hsum.recipes.base import RecipeConfig
-from keras_hsum.recipes.base import batches
+from keras_hsum.recipes.base import model_arguments
+from keras_hsum.recipes.base import text_features
 
 DEFAULT_DATASET = "scisummnet"
 
@@ -117,43 +119,24 @@ DECODING = {
 
 
 def build_model(config, vocabulary_size):
-    return DiscourseSummarizer(
-        vocabulary_size=vocabulary_size,
-        hidden_dim=config.hidden_dim,
-        embedding_dim=config.embedding_dim,
-        num_oov=config.num_oov,
-        use_coverage=config.use_coverage,
-        section_weighting=config.section_weighting,
-        section_encoding=config.section_encoding,
+    return DiscourseSummarizer(**model_arguments(
+        DiscourseSummarizer, config, vocabulary_size=vocabulary_size,
         name="discourse_summarizer",
-    )
+    ))
 
 
-def _family_options(config):
-    """The structurer's family options: `oov_words` when `num_oov` > 0."""
-    return {"oov_words": config.num_oov} if config.num_oov else {}
-
-
-def make_dataset(
-    config, source, vocabulary, *, training, seed=0, cache=None, max_examples=None
-):
-    from keras_hsum.data import training_pairs
-
-    dataset = batches(
-        config,
-        source,
-        vocabulary,
+def features(config, *, training):
+    """The "sections" family, P = `max_sections`, T = `max_section_length`,
+    and `oov_words` = `num_oov` when above 0 (absent at 0: the structure of
+    the runs trained before the option)."""
+    del training
+    return text_features(
         "sections",
         max_units=config.max_sections,
         max_tokens=config.max_section_length,
         max_target_length=config.max_target_length,
-        family_options=_family_options(config),
-        training=training,
-        seed=seed,
-        cache=cache,
-        max_examples=max_examples,
+        family_options={"oov_words": config.num_oov} if config.num_oov else {},
     )
-    return training_pairs(dataset, pad_id=vocabulary.pad_id)
 
 
 def loss(config):
@@ -195,15 +178,15 @@ def callbacks(config):
     return [CoveragePhase(config.coverage_start_epoch, config.coverage_loss_weight)]
 
 
-def structure_options(config):
-    """How export structures raw text for this recipe (`TextStructurer` kwargs).
-
-    Mirrors `make_dataset`: the "sections" family, P = `max_sections`,
-    T = `max_section_length`, and `oov_words` = `num_oov` when above 0.
-    """
-    return dict(
-        family="sections",
-        max_units=config.max_sections,
-        max_tokens=config.max_section_length,
-        **_family_options(config),
-    )
+RECIPE = Recipe(
+    name="discourse",
+    config_class=Config,
+    configs=CONFIGS,
+    build_model=build_model,
+    features=features,
+    decoding=DECODING,
+    loss=loss,
+    callbacks=callbacks,
+)
+make_dataset = RECIPE.make_dataset
+structure_options = RECIPE.structure_options

@@ -8,9 +8,11 @@ import dataclasses
 
 from keras_hsum.models import FlatTransformer
 from keras_hsum.recipes.base import BackboneOptions
+from keras_hsum.recipes.base import Recipe
 from keras_hsum.recipes.base import RecipeConfig
 from keras_hsum.recipes.base import backbone_model
-from keras_hsum.recipes.base import batches
+from keras_hsum.recipes.base import model_arguments
+from keras_hsum.recipes.base import text_features
 
 DEFAULT_DATASET = "qmsum_goldspan"
 
@@ -81,44 +83,28 @@ def build_model(config, vocabulary_size):
         model = backbone_model(config, vocabulary_size, "flat_transformer")
         model.check_source_length(config.max_source_length)
         return model
-    return FlatTransformer(
-        vocabulary_size=vocabulary_size,
-        hidden_dim=config.hidden_dim,
-        num_heads=config.num_heads,
-        intermediate_dim=config.intermediate_dim,
-        num_encoder_layers=config.num_encoder_layers,
-        num_decoder_layers=config.num_decoder_layers,
-        dropout=config.dropout,
-        pointer_generator=config.pointer_generator,
-        token_shift=config.token_shift,
-        name="flat_transformer",
-    )
+    return FlatTransformer(**model_arguments(
+        FlatTransformer, config, vocabulary_size=vocabulary_size, name="flat_transformer"
+    ))
 
 
-def make_dataset(
-    config, source, vocabulary, *, training, seed=0, cache=None, max_examples=None
-):
-    from keras_hsum.data import training_pairs
-
-    dataset = batches(
-        config,
-        source,
-        vocabulary,
+def features(config, *, training):
+    """The "flat" family with `TextStructurer`'s defaults (tf-idf ranking),
+    N = `max_source_length`."""
+    del training  # the same input in training and evaluation
+    return text_features(
         "flat",
         max_tokens=config.max_source_length,
         max_target_length=config.max_target_length,
-        training=training,
-        seed=seed,
-        cache=cache,
-        max_examples=max_examples,
     )
-    return training_pairs(dataset, pad_id=vocabulary.pad_id)
 
 
-def structure_options(config):
-    """How export structures raw text for this recipe (`TextStructurer` kwargs).
-
-    Mirrors `make_dataset`: the "flat" family with `TextStructurer`'s defaults
-    (tf-idf ranking), N = `max_source_length`.
-    """
-    return dict(family="flat", max_units=None, max_tokens=config.max_source_length)
+RECIPE = Recipe(
+    name="flat",
+    config_class=Config,
+    configs=CONFIGS,
+    build_model=build_model,
+    features=features,
+)
+make_dataset = RECIPE.make_dataset
+structure_options = RECIPE.structure_options

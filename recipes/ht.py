@@ -14,11 +14,13 @@ import dataclasses
 
 from keras_hsum.models.hierarchical_transformer import HierarchicalTransformer
 from keras_hsum.recipes.base import BackboneOptions
+from keras_hsum.recipes.base import Recipe
 from keras_hsum.recipes.base import RecipeConfig
 from keras_hsum.recipes.base import backbone_model
-from keras_hsum.recipes.base import batches
 from keras_hsum.recipes.base import check_ranking
+from keras_hsum.recipes.base import model_arguments
 from keras_hsum.recipes.base import ranking_options
+from keras_hsum.recipes.base import text_features
 
 DEFAULT_DATASET = "qmsum_goldspan"
 
@@ -129,6 +131,7 @@ DECODING = {
 
 
 def build_model(config, vocabulary_size):
+    graph_heads = list(config.graph_heads) or None
     if config.backbone:
         return backbone_model(
             config,
@@ -136,65 +139,46 @@ def build_model(config, vocabulary_size):
             "hierarchical_transformer",
             num_global_layers=config.layer_schedule.count("G"),
             parallel_cross_attention=False,
-            graph_heads=list(config.graph_heads) or None,
+            graph_heads=graph_heads,
         )
-    return HierarchicalTransformer(
-        vocabulary_size=vocabulary_size,
-        hidden_dim=config.hidden_dim,
-        num_heads=config.num_heads,
-        intermediate_dim=config.intermediate_dim,
-        layer_schedule=config.layer_schedule,
-        num_decoder_layers=config.num_decoder_layers,
-        graph_heads=list(config.graph_heads) or None,
-        dropout=config.dropout,
-        pointer_generator=config.pointer_generator,
-        token_shift=config.token_shift,
-        name="hierarchical_transformer",
-    )
-
-
-def make_dataset(
-    config, source, vocabulary, *, training, seed=0, cache=None, max_examples=None
-):
-    from keras_hsum.data import training_pairs
-    from keras_hsum.data.pipeline import paragraph_graph
-
-    extras = [paragraph_graph(config.graph_kind)] if config.graph_kind else []
-    dataset = batches(
+    return HierarchicalTransformer(**model_arguments(
+        HierarchicalTransformer,
         config,
-        source,
-        vocabulary,
+        vocabulary_size=vocabulary_size,
+        graph_heads=graph_heads,
+        name="hierarchical_transformer",
+    ))
+
+
+def features(config, *, training):
+    """The "paragraphs" family ranked as `rank` (and `ranker_run`) say,
+    re-chunked per source paragraph: P = `max_paragraphs` in training,
+    `max_test_paragraphs` in evaluation and serving, T =
+    `paragraph_length`; with `graph_kind`, the paragraph graph, which the
+    structurer builds in the graph (so the exported model serves it too).
+    """
+    extras = ()
+    if config.graph_kind:
+        from keras_hsum.data.pipeline import paragraph_graph
+
+        extras = (paragraph_graph(config.graph_kind),)
+    return text_features(
         "paragraphs",
         max_units=config.max_paragraphs if training else config.max_test_paragraphs,
         max_tokens=config.paragraph_length,
         max_target_length=config.max_target_length,
         family_options=ranking_options(config),
         extras=extras,
-        training=training,
-        seed=seed,
-        cache=cache,
-        max_examples=max_examples,
     )
-    return training_pairs(dataset, pad_id=vocabulary.pad_id)
 
 
-def structure_options(config):
-    """How export structures raw text for this recipe (`TextStructurer` kwargs).
-
-    Mirrors `make_dataset` at evaluation time: the "paragraphs" family
-    ranked as `rank` (and `ranker_run`) say, re-chunked per source
-    paragraph, P = `max_test_paragraphs`, T = `paragraph_length`; with
-    `graph_kind`, the structurer builds that paragraph graph in the graph,
-    as the `paragraph_graph` extra of `make_dataset` does in training.
-    """
-    options = dict(
-        family="paragraphs",
-        max_units=config.max_test_paragraphs,
-        max_tokens=config.paragraph_length,
-        **ranking_options(config),
-    )
-    if config.graph_kind:
-        from keras_hsum.data.pipeline import paragraph_graph
-
-        options.update(paragraph_graph(config.graph_kind).structurer_options)
-    return options
+RECIPE = Recipe(
+    name="ht",
+    config_class=Config,
+    configs=CONFIGS,
+    build_model=build_model,
+    features=features,
+    decoding=DECODING,
+)
+make_dataset = RECIPE.make_dataset
+structure_options = RECIPE.structure_options

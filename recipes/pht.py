@@ -13,11 +13,13 @@ from keras_hsum.models.parallel_hierarchical_transformer import (
     ParallelHierarchicalTransformer,
 )
 from keras_hsum.recipes.base import BackboneOptions
+from keras_hsum.recipes.base import Recipe
 from keras_hsum.recipes.base import RecipeConfig
 from keras_hsum.recipes.base import backbone_model
-from keras_hsum.recipes.base import batches
 from keras_hsum.recipes.base import check_ranking
+from keras_hsum.recipes.base import model_arguments
 from keras_hsum.recipes.base import ranking_options
+from keras_hsum.recipes.base import text_features
 
 DEFAULT_DATASET = "qmsum_goldspan"
 
@@ -133,70 +135,35 @@ def build_model(config, vocabulary_size):
             parallel_cross_attention=True,
             num_paragraph_layers=config.num_paragraph_layers,
         )
-    return ParallelHierarchicalTransformer(
-        vocabulary_size=vocabulary_size,
-        hidden_dim=config.hidden_dim,
-        num_heads=config.num_heads,
-        intermediate_dim=config.intermediate_dim,
-        num_encoder_layers=config.num_encoder_layers,
-        num_decoder_layers=config.num_decoder_layers,
-        num_paragraph_layers=config.num_paragraph_layers,
-        dropout=config.dropout,
-        pointer_generator=config.pointer_generator,
-        token_shift=config.token_shift,
-        name="parallel_hierarchical_transformer",
-    )
-
-
-def paragraph_batches(
-    config, source, vocabulary, *, training, seed=0, cache=None, max_examples=None
-):
-    """Batches of the "paragraphs" family with `target` (before
-    `training_pairs`); shared with `recipes.pht_predictor`."""
-    return batches(
+    return ParallelHierarchicalTransformer(**model_arguments(
+        ParallelHierarchicalTransformer,
         config,
-        source,
-        vocabulary,
+        vocabulary_size=vocabulary_size,
+        name="parallel_hierarchical_transformer",
+    ))
+
+
+def features(config, *, training):
+    """The "paragraphs" family with the config's `rank` (and `ranker_run`)
+    and `pack`, P = `max_paragraphs`, T = `max_paragraph_tokens`, in
+    training and serving alike; shared with `recipes.pht_predictor`."""
+    del training
+    return text_features(
         "paragraphs",
         max_units=config.max_paragraphs,
         max_tokens=config.max_paragraph_tokens,
         max_target_length=config.max_target_length,
         family_options={**ranking_options(config), "pack": config.pack},
-        training=training,
-        seed=seed,
-        cache=cache,
-        max_examples=max_examples,
     )
 
 
-def make_dataset(
-    config, source, vocabulary, *, training, seed=0, cache=None, max_examples=None
-):
-    from keras_hsum.data import training_pairs
-
-    dataset = paragraph_batches(
-        config,
-        source,
-        vocabulary,
-        training=training,
-        seed=seed,
-        cache=cache,
-        max_examples=max_examples,
-    )
-    return training_pairs(dataset, pad_id=vocabulary.pad_id)
-
-
-def structure_options(config):
-    """How export structures raw text for this recipe (`TextStructurer` kwargs).
-
-    Mirrors `paragraph_batches`: the "paragraphs" family with the config's
-    `rank` (and `ranker_run`) and `pack`, P = `max_paragraphs`, T =
-    `max_paragraph_tokens`.
-    """
-    return dict(
-        family="paragraphs",
-        max_units=config.max_paragraphs,
-        max_tokens=config.max_paragraph_tokens,
-        **ranking_options(config),
-        pack=config.pack,
-    )
+RECIPE = Recipe(
+    name="pht",
+    config_class=Config,
+    configs=CONFIGS,
+    build_model=build_model,
+    features=features,
+    decoding=DECODING,
+)
+make_dataset = RECIPE.make_dataset
+structure_options = RECIPE.structure_options

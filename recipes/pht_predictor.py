@@ -32,8 +32,10 @@ from keras_hsum.models.attention_predictor import AttentionPredictor
 from keras_hsum.models.attention_predictor import ParagraphAttentionMSE
 from keras_hsum.models.attention_predictor import attention_labels
 from keras_hsum.recipes import pht as pht_recipe
+from keras_hsum.recipes.base import Recipe
 from keras_hsum.recipes.base import RecipeConfig
 from keras_hsum.recipes.base import check_ranking
+from keras_hsum.recipes.base import model_arguments
 
 DEFAULT_DATASET = pht_recipe.DEFAULT_DATASET
 
@@ -118,36 +120,18 @@ CONFIGS = {
 
 
 def build_model(config, vocabulary_size):
-    """The predictor (it has no embedding: `vocabulary_size` is unused)."""
+    """The predictor (it has no embedding: `vocabulary_size` is unused; its
+    width is the teacher's, so `hidden_dim` is not an argument)."""
     del vocabulary_size
-    return AttentionPredictor(
-        num_heads=config.num_heads,
-        intermediate_dim=config.intermediate_dim,
-        num_layers=config.num_layers,
-        dropout=config.dropout,
-        name="attention_predictor",
-    )
+    return AttentionPredictor(**model_arguments(
+        AttentionPredictor, config, name="attention_predictor"
+    ))
 
 
-def load_teacher(teacher_run, checkpoint="last"):
-    """`(pht_model, vocabulary)` from a trained PHT run folder.
-
-    Args:
-        teacher_run: the PHT run folder.
-        checkpoint: "last" (`model.keras`), "best" (`best.keras`), or a
-            kept "epoch-N" / "epochs-A-B" (`keras_hsum.training.checkpoints`).
-
-    Raises:
-        ValueError: `teacher_run` is None or lacks the checkpoint /
-            `vocabulary.model`, `checkpoint` is unknown, or the model is
-            not a PHT.
-    """
-    from keras_hsum.data.vocabulary import Vocabulary
+def _teacher_files(teacher_run, checkpoint):
+    """Raises a ValueError unless `teacher_run` holds the checkpoint and the
+    vocabulary; returns the run folder as a str."""
     from keras_hsum.training.checkpoints import checkpoint_files
-    from keras_hsum.training.checkpoints import load_checkpoint_model
-    from keras_hsum.models.parallel_hierarchical_transformer import (
-        ParallelHierarchicalTransformer,
-    )
 
     if not teacher_run:
         raise ValueError(
@@ -171,27 +155,62 @@ def load_teacher(teacher_run, checkpoint="last"):
             "Point `teacher_run` at the folder the trainer wrote for a "
             "finished `pht` run."
         )
+    return teacher_run
+
+
+def load_teacher(teacher_run, checkpoint="last"):
+    """`(pht_model, vocabulary)` from a trained PHT run folder.
+
+    Args:
+        teacher_run: the PHT run folder.
+        checkpoint: "last" (`model.keras`), "best" (`best.keras`), or a
+            kept "epoch-N" / "epochs-A-B" (`keras_hsum.training.checkpoints`).
+
+    Raises:
+        ValueError: `teacher_run` is None or lacks the checkpoint /
+            `vocabulary.model`, `checkpoint` is unknown, or the model is
+            not a PHT.
+    """
+    from keras_hsum.training.checkpoints import checkpoint_files
+    from keras_hsum.training.checkpoints import load_checkpoint_model
+    from keras_hsum.models.parallel_hierarchical_transformer import (
+        ParallelHierarchicalTransformer,
+    )
+
+    teacher_run = _teacher_files(teacher_run, checkpoint)
+    flag = "pht_predictor: teacher_checkpoint"
     teacher = load_checkpoint_model(teacher_run, checkpoint, flag)
     if not isinstance(teacher, ParallelHierarchicalTransformer):
         raise ValueError(
-            f"pht_predictor: {teacher_run}/{teacher_files[-1]} must be a "
-            f"ParallelHierarchicalTransformer, received "
+            f"pht_predictor: {teacher_run}/{checkpoint_files(teacher_run, checkpoint, flag)[-1]} "
+            "must be a ParallelHierarchicalTransformer, received "
             f"{type(teacher).__name__}. Point `teacher_run` at a `pht` run."
         )
     teacher.trainable = False
-    vocabulary = Vocabulary.load(os.path.join(teacher_run, TEACHER_VOCABULARY))
-    return teacher, vocabulary
+    return teacher, teacher_vocabulary(teacher_run)
 
 
-def make_dataset(
-    config, source, vocabulary, *, training, seed=0, cache=None, max_examples=None
-):
+def teacher_vocabulary(teacher_run):
+    """The teacher run's `Vocabulary`."""
+    from keras_hsum.data.vocabulary import Vocabulary
+
+    return Vocabulary.load(os.path.join(teacher_run, TEACHER_VOCABULARY))
+
+
+def data_vocabulary(config, vocabulary):
+    """The teacher's vocabulary, not the run's (which is ignored: η and Φ
+    are only defined for the teacher's tokenisation; the predictor has no
+    embedding)."""
+    del vocabulary
+    return teacher_vocabulary(_teacher_files(config.teacher_run, config.teacher_checkpoint))
+
+
+def teacher_labels(config, batches, vocabulary):
     """Batches `(inputs, η, paragraph weights)` labelled by the frozen teacher.
 
     The teacher is loaded once per call from `config.teacher_run`; the
-    paragraphs are tokenised with the teacher's `vocabulary.model`, not
-    with the `vocabulary` argument (which is ignored: η and Φ are only
-    defined for the teacher's tokenisation; the predictor has no embedding).
+    batches are the teacher's paragraphs (`recipes.pht.features`),
+    tokenised with its vocabulary (`data_vocabulary`).
 
     Returns:
         tf.data of `({"paragraph_embeddings": float32 [B,P,D],
@@ -200,26 +219,14 @@ def make_dataset(
     """
     import tensorflow as tf
 
-    teacher, teacher_vocabulary = load_teacher(
-        config.teacher_run, config.teacher_checkpoint
-    )
-    del vocabulary  # η is defined for the teacher's tokenisation only.
+    teacher, _ = load_teacher(config.teacher_run, config.teacher_checkpoint)
     if teacher.hidden_dim != config.hidden_dim:
         raise ValueError(
             f"pht_predictor: config.hidden_dim={config.hidden_dim} but the "
             f"teacher in {config.teacher_run!r} has width "
             f"{teacher.hidden_dim}; set hidden_dim to the teacher's D."
         )
-    batches = pht_recipe.paragraph_batches(
-        config,
-        source,
-        teacher_vocabulary,
-        training=training,
-        seed=seed,
-        cache=cache,
-        max_examples=max_examples,
-    )
-    pad_id = teacher_vocabulary.pad_id
+    pad_id = vocabulary.pad_id
 
     def label(features):
         target = features[TARGET]
@@ -255,3 +262,19 @@ def metrics(config):
     weights)."""
     del config
     return []
+
+
+RECIPE = Recipe(
+    name="pht_predictor",
+    config_class=Config,
+    configs=CONFIGS,
+    build_model=build_model,
+    # The teacher's paragraphs, cut as the teacher's recipe cuts them.
+    features=pht_recipe.features,
+    vocabulary=data_vocabulary,
+    pairs=teacher_labels,
+    loss=loss,
+    metrics=metrics,
+)
+make_dataset = RECIPE.make_dataset
+structure_options = RECIPE.structure_options

@@ -15,8 +15,10 @@ from keras_hsum.features import PARAGRAPH_MASK
 from keras_hsum.features import RANKER_TARGETS
 from keras_hsum.models.paragraph_ranker import ParagraphBinaryCrossEntropy
 from keras_hsum.models.paragraph_ranker import ParagraphRanker
+from keras_hsum.recipes.base import Recipe
 from keras_hsum.recipes.base import RecipeConfig
-from keras_hsum.recipes.base import batches
+from keras_hsum.recipes.base import model_arguments
+from keras_hsum.recipes.base import text_features
 
 DEFAULT_DATASET = "qmsum_goldspan"
 
@@ -70,37 +72,36 @@ CONFIGS = {
 
 
 def build_model(config, vocabulary_size):
-    return ParagraphRanker(
-        vocabulary_size=vocabulary_size,
-        embedding_dim=config.embedding_dim,
-        hidden_dim=config.hidden_dim,
-        feature_dim=config.feature_dim,
-        dropout=config.dropout,
-        name="paragraph_ranker",
-    )
+    return ParagraphRanker(**model_arguments(
+        ParagraphRanker, config, vocabulary_size=vocabulary_size, name="paragraph_ranker"
+    ))
 
 
-def make_dataset(
-    config, source, vocabulary, *, training, seed=0, cache=None, max_examples=None
-):
-    import tensorflow as tf
-
-    from keras_hsum.data.pipeline import ranker_targets
-
-    dataset = batches(
-        config,
-        source,
-        vocabulary,
+def features(config, *, training):
+    """Every paragraph in reading order ("paragraphs" family, `rank="order"`,
+    so the ranker never sees the tf-idf rank) with the query/title as
+    `context_tokens` [C]; no target."""
+    del training
+    return text_features(
         "paragraphs",
         max_units=config.max_paragraphs,
         max_tokens=config.paragraph_length,
         family_options={"rank": "order", "context_length": config.context_length},
-        extras=[ranker_targets],
-        training=training,
-        seed=seed,
-        cache=cache,
-        max_examples=max_examples,
     )
+
+
+def labels(config, vocabulary):
+    """`ranker_targets` [P]: each paragraph's ROUGE-2 recall of the summary."""
+    del config, vocabulary
+    from keras_hsum.data.pipeline import ranker_targets
+
+    return [ranker_targets]
+
+
+def pairs(config, batches, vocabulary):
+    """`(inputs, ranker_targets [B,P], paragraph_mask as float [B,P])`."""
+    del config, vocabulary
+    import tensorflow as tf
 
     def split(features):
         features = dict(features)
@@ -108,7 +109,7 @@ def make_dataset(
         weights = tf.cast(features[PARAGRAPH_MASK], tf.float32)
         return features, labels, weights
 
-    return dataset.map(split, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return batches.map(split, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
 def loss(config):
@@ -128,3 +129,18 @@ def metrics(config):
             paragraph_absolute_error, name="paragraph_absolute_error"
         )
     ]
+
+
+RECIPE = Recipe(
+    name="ranker",
+    config_class=Config,
+    configs=CONFIGS,
+    build_model=build_model,
+    features=features,
+    labels=labels,
+    pairs=pairs,
+    loss=loss,
+    metrics=metrics,
+)
+make_dataset = RECIPE.make_dataset
+structure_options = RECIPE.structure_options

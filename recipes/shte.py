@@ -28,8 +28,10 @@ from keras_hsum.features import SUMMARY_TOKEN_MASK
 from keras_hsum.features import TOKENS
 from keras_hsum.features import TOKEN_MASK
 from keras_hsum.models.shte import SHTE
+from keras_hsum.recipes.base import Recipe
 from keras_hsum.recipes.base import RecipeConfig
-from keras_hsum.recipes.base import batches
+from keras_hsum.recipes.base import model_arguments
+from keras_hsum.recipes.base import text_features
 
 DEFAULT_DATASET = "scitldr_a"
 
@@ -129,21 +131,7 @@ CONFIGS = {
 
 
 def build_model(config, vocabulary_size):
-    return SHTE(
-        vocabulary_size=vocabulary_size,
-        hidden_dim=config.hidden_dim,
-        num_heads=config.num_heads,
-        intermediate_dim=config.intermediate_dim,
-        sentence_intermediate_dim=config.sentence_intermediate_dim,
-        num_word_layers=config.num_word_layers,
-        num_sentence_layers=config.num_sentence_layers,
-        classifier_hidden_dim=config.classifier_hidden_dim,
-        position_encoding=config.position_encoding,
-        pooling=config.pooling,
-        score_head=config.score_head,
-        dropout=config.dropout,
-        name="shte",
-    )
+    return SHTE(**model_arguments(SHTE, config, vocabulary_size=vocabulary_size, name="shte"))
 
 
 def loss(config):
@@ -269,9 +257,34 @@ def summary_features(config, vocabulary):
     return summary
 
 
-def make_dataset(
-    config, source, vocabulary, *, training, seed=0, cache=None, max_examples=None
-):
+def features(config, *, training):
+    """The document side: the "sentences" family, P = `max_sentences`, T =
+    `max_sentence_tokens` (what the exported extractor structures too)."""
+    del training
+    return text_features(
+        "sentences", max_units=config.max_sentences, max_tokens=config.max_sentence_tokens
+    )
+
+
+def labels(config, vocabulary):
+    """The candidate summary and the pair's label (`summary_features`)."""
+    return [summary_features(config, vocabulary)]
+
+
+def examples(config, source, *, training, seed, max_examples):
+    """The document/summary pairs of `source`: 1 + `negatives_per_positive`
+    per source example (`max_examples` limits the source EXAMPLES, taken
+    before pairing); in training new negatives every pass."""
+    return _Pairs(
+        source,
+        config.negatives_per_positive,
+        seed=seed,
+        reshuffle=training,
+        max_examples=max_examples,
+    )
+
+
+def pairs(config, batches, vocabulary):
     """Batches of SHTE pairs: `(inputs, labels, sample_weight)`.
 
     `inputs`: `tokens` int32 [B,P,T], `token_mask` bool [B,P,T],
@@ -280,49 +293,30 @@ def make_dataset(
     `summary_paragraph_mask` bool [B,Q] (the candidate summary);
     `labels` int32 [B] in {0, 1}; `sample_weight` float32 [B] of ones.
     P, Q and T are padded to the config's maxima.
-
-    `max_examples` limits the source EXAMPLES (each gives 1 +
-    `negatives_per_positive` pairs), taken before pairing.
     """
+    del config, vocabulary
     import tensorflow as tf
-
-    pairs = _Pairs(
-        source,
-        config.negatives_per_positive,
-        seed=seed,
-        reshuffle=training,
-        max_examples=max_examples,
-    )
-    dataset = batches(
-        config,
-        pairs,
-        vocabulary,
-        "sentences",
-        max_units=config.max_sentences,
-        max_tokens=config.max_sentence_tokens,
-        extras=[summary_features(config, vocabulary)],
-        training=training,
-        seed=seed,
-        cache=cache,
-        shuffle_buffer=512,
-    )
 
     def split(features):
         inputs = {name: features[name] for name in _INPUT_KEYS}
         labels = features["label"]
         return inputs, labels, tf.ones_like(labels, tf.float32)
 
-    return dataset.map(split, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return batches.map(split, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
-def structure_options(config):
-    """How export structures raw text for this recipe (`TextStructurer` kwargs).
-
-    Mirrors `make_dataset` for the document side: the "sentences" family,
-    P = `max_sentences`, T = `max_sentence_tokens`.
-    """
-    return dict(
-        family="sentences",
-        max_units=config.max_sentences,
-        max_tokens=config.max_sentence_tokens,
-    )
+RECIPE = Recipe(
+    name="shte",
+    config_class=Config,
+    configs=CONFIGS,
+    build_model=build_model,
+    features=features,
+    labels=labels,
+    examples=examples,
+    pairs=pairs,
+    loss=loss,
+    metrics=metrics,
+    shuffle_buffer=512,
+)
+make_dataset = RECIPE.make_dataset
+structure_options = RECIPE.structure_options

@@ -14,9 +14,13 @@ recipe's `DECODING[preset]` and the settings given (`decoding_settings`).
 `tf.saved_model.load` (no Keras model is rebuilt); `write_explanations`
 draws what `keras-hsum summarize --explain` draws.
 
-Library code never imports the recipes: `load_run` and `export_run` take
-`recipes`, the registry that maps the recipe name recorded in config.json
-to its module (`keras_hsum.recipes`, which the command line passes).
+The recipes sit above this library (keras_hsum.recipes.base, "Where the
+recipes are read"): `load_run` and `export_run` take `recipes`, the
+registry that maps the recipe name recorded in config.json to its module
+(`keras_hsum.recipes`, which the command line `keras_hsum.export.cli` and
+the demo pass), and read that module's declaration, `RECIPE`: its
+`config_class` (config.json's config), `structure_options` (the in-graph
+`TextStructurer`, derived from its `features`) and `decoding` presets.
 
 Example:
 
@@ -76,7 +80,8 @@ def decoding_settings(recipe_name, recipe, preset="default", *, predictor=False,
     a note says so.
 
     Args:
-        recipe_name, recipe: the run's recipe and its module.
+        recipe_name, recipe: the run's recipe and its declaration (or
+            module).
         preset: one of `PRESETS`.
         predictor: whether a `--predictor-run` is exported with the run.
         **given: keys of `DECODING_DEFAULTS`.
@@ -102,7 +107,9 @@ def decoding_settings(recipe_name, recipe, preset="default", *, predictor=False,
         )
     declared = {}
     if preset != "default":
-        presets = getattr(recipe, "DECODING", {})
+        from keras_hsum.training.model_setup import recipe_declaration
+
+        presets = getattr(recipe_declaration(recipe), "decoding", None) or {}
         if preset not in presets:
             raise ValueError(
                 f"Recipe {recipe_name!r} declares no {preset!r} decoding preset "
@@ -130,7 +137,8 @@ def decoding_settings(recipe_name, recipe, preset="default", *, predictor=False,
 
 # ------------------------------------------------------------------- export
 def load_run(run, checkpoint="last", flag="--run", *, recipes):
-    """`(recipe_name, recipe, config, model, vocabulary)` of a run folder.
+    """`(recipe_name, recipe, config, model, vocabulary)` of a run folder
+    (`recipe`: the recipe's declaration, a `keras_hsum.recipes.base.Recipe`).
 
     Args:
         run: a `keras-hsum train` output folder.
@@ -155,6 +163,7 @@ def load_run(run, checkpoint="last", flag="--run", *, recipes):
     import keras_hsum.models  # noqa: F401 - registers the model classes
     from keras_hsum.training.checkpoints import checkpoint_files
     from keras_hsum.training.checkpoints import load_checkpoint_model
+    from keras_hsum.training.model_setup import recipe_declaration
 
     weights = list(dict.fromkeys(checkpoint_files(run, checkpoint, ensemble=True)))
     run = os.fspath(run)
@@ -177,16 +186,16 @@ def load_run(run, checkpoint="last", flag="--run", *, recipes):
     resolved = run_folder.read_config(run, flag)
     name = resolved["recipe"]
     config_path = run_folder.path(run, run_folder.CONFIG)
-    recipe = recipes.get(name)
+    recipe = recipe_declaration(recipes.get(name))
     fields = resolved.get("config", {})
-    known = {field.name for field in dataclasses.fields(recipe.Config)}
+    known = {field.name for field in dataclasses.fields(recipe.config_class)}
     unknown = sorted(set(fields) - known)
     if unknown:
         raise ValueError(
             f"{flag} {run!r}: {config_path} has settings that recipe {name!r} does "
             f"not know, {unknown} (a run of another keras_hsum version?)."
         )
-    config = recipe.Config(**fields)
+    config = recipe.config_class(**fields)
     try:
         model = load_checkpoint_model(run, checkpoint, ensemble=True)
     except (OSError, ValueError) as error:
@@ -202,9 +211,13 @@ def load_run(run, checkpoint="last", flag="--run", *, recipes):
 
 
 def build_structurer(recipe, recipe_name, config, vocabulary):
-    """The recipe's `TextStructurer` (from `recipe.structure_options`)."""
+    """The recipe's `TextStructurer` and its options: the declaration's
+    `structure_options(config)`, what its `features` give at evaluation
+    time."""
     from keras_hsum.data.structurer import TextStructurer
+    from keras_hsum.training.model_setup import recipe_declaration
 
+    recipe = recipe_declaration(recipe)
     if not hasattr(recipe, "structure_options"):
         raise ValueError(
             f"Recipe {recipe_name!r} defines no `structure_options(config)`, "
@@ -220,8 +233,8 @@ def build_structurer(recipe, recipe_name, config, vocabulary):
             f"and recipe {recipe_name!r}'s structure_options builds "
             f"graph_kind={options.get('graph_kind')!r}, so the exported model "
             "would run without the graph it trained with. Make the recipe's "
-            "structure_options give the structurer graph_kind (as recipes/ht.py "
-            "does), or export a run trained without graph_kind."
+            "features give the paragraph_graph extra (as recipes/ht.py does), "
+            "or export a run trained without graph_kind."
         )
     # A Vocabulary is read as its proto; a PresetVocabulary as it is.
     return TextStructurer(vocabulary, **options), options

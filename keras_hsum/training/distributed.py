@@ -59,6 +59,7 @@ from keras_hsum.training.callbacks import averaged_weights
 from keras_hsum.training.callbacks import finalize_averaged_weights
 from keras_hsum.training.model_setup import build_compiled_model
 from keras_hsum.training.model_setup import make_strategy
+from keras_hsum.training.model_setup import recipe_callbacks
 from keras_hsum.training.model_setup import warm_start
 from keras_hsum.training.run_folder import TrainResult
 from keras_hsum.training.run_folder import epoch_history
@@ -390,8 +391,7 @@ def custom_fit(
                 steps_per_epoch,
             ),
         ]
-        if hasattr(recipe, "callbacks"):
-            callbacks += list(recipe.callbacks(config))
+        callbacks += recipe_callbacks(recipe, config)
         if budget:
             callbacks.append(budget)
         callbacks += list(extra_callbacks)

@@ -110,16 +110,36 @@ def backbone_groups(config):
     ]
 
 
+def recipe_declaration(recipe):
+    """The declaration of `recipe`: a `keras_hsum.recipes.base.Recipe` as it
+    is, a recipe module's `RECIPE`. (The library never imports the recipes:
+    the entry points hand it one; see `keras_hsum.recipes.base`.)"""
+    return getattr(recipe, "RECIPE", recipe)
+
+
 def recipe_loss(recipe, config):
-    if hasattr(recipe, "loss"):
-        return recipe.loss(config)
+    """The recipe's `loss(config)`, or the label-smoothed token
+    cross-entropy where it declares none."""
+    loss = getattr(recipe_declaration(recipe), "loss", None)
+    if loss is not None:
+        return loss(config)
     return LabelSmoothedCrossEntropy(config.label_smoothing)
 
 
 def recipe_metrics(recipe, config):
-    if hasattr(recipe, "metrics"):
-        return recipe.metrics(config)
+    """The recipe's `metrics(config)`, or the token accuracy where it
+    declares none."""
+    metrics = getattr(recipe_declaration(recipe), "metrics", None)
+    if metrics is not None:
+        return metrics(config)
     return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+
+
+def recipe_callbacks(recipe, config):
+    """The recipe's `callbacks(config)` as a list (none where it declares
+    none)."""
+    callbacks = getattr(recipe_declaration(recipe), "callbacks", None)
+    return list(callbacks(config)) if callbacks is not None else []
 
 
 def sequence_objective(config):
@@ -151,7 +171,7 @@ def build_compiled_model(recipe, config, vocabulary_size, sample_inputs):
     """Builds the recipe's model (with the config's `sequence_objective`),
     runs it once on `sample_inputs` (so that every weight exists before a
     backup is restored) and compiles it."""
-    model = recipe.build_model(config, vocabulary_size)
+    model = recipe_declaration(recipe).build_model(config, vocabulary_size)
     model.sequence_objective = sequence_objective(config)
     if model.sequence_objective is not None:
         # Places the draws and scales the term per tf.distribute replica.

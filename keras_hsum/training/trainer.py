@@ -67,6 +67,8 @@ from keras_hsum.training.model_setup import STRATEGIES
 from keras_hsum.training.model_setup import build_compiled_model
 from keras_hsum.training.model_setup import check_init_from
 from keras_hsum.training.model_setup import make_strategy
+from keras_hsum.training.model_setup import recipe_callbacks
+from keras_hsum.training.model_setup import recipe_declaration
 from keras_hsum.training.model_setup import recipe_metrics
 from keras_hsum.training.model_setup import sequence_objective
 from keras_hsum.training.model_setup import warm_start
@@ -99,12 +101,15 @@ def train(
     """Trains `recipe` with `config`; resumes when `out` holds a backup.
 
     Args:
-        recipe: a recipe module (see `recipes.base`).
+        recipe: the recipe's declaration (`keras_hsum.recipes.base.Recipe`,
+            which the entry points read: `keras_hsum.recipes.declaration(name)`)
+            or its module (whose `RECIPE` is read).
         config: its frozen config (already with any overrides).
         out: the run folder (created).
         data: see `resolve_data`.
         strategy: "default", "mirrored" or "multi_worker".
-        recipe_name, config_name: recorded in `out/config.json`.
+        recipe_name, config_name: recorded in `out/config.json` (default
+            recipe name: the declaration's `name`, which export looks up).
         max_minutes: stop after this much training time (the run is complete:
             a later run with the same folder continues).
         verbose: Keras verbosity (1: a progress bar).
@@ -134,7 +139,8 @@ def train(
         ValueError: for bad data, strategy or init checkpoint, or a folder
             holding another run.
     """
-    recipe_name = recipe_name or recipe.__name__.rsplit(".", 1)[-1]
+    recipe = recipe_declaration(recipe)
+    recipe_name = recipe_name or recipe.name
     _check_arguments(recipe, config, recipe_name, strategy, max_minutes, init_from,
                      init_checkpoint)
     under_jax = jax_training.is_jax_backend()
@@ -415,8 +421,7 @@ def _fit_callbacks(recipe, config, out, budget, extra_callbacks):
                        config.steps_per_epoch),
         keras.callbacks.TensorBoard(run_folder.path(out, run_folder.LOGS), update_freq=10),
     ]
-    if hasattr(recipe, "callbacks"):
-        callbacks += list(recipe.callbacks(config))
+    callbacks += recipe_callbacks(recipe, config)
     if budget:
         callbacks.append(budget)
     return callbacks + list(extra_callbacks)
