@@ -21,6 +21,19 @@ Its signature (dtype and axes of each array) is taken, in this order, from:
    axis.
 A `ValueError` an extra raises on one example skips that example.
 
+An extra may also run in the graph: when it has a `graph_features`
+attribute, `graph_features(features, table) -> dict of tensors`,
+`make_dataset` calls that on each chunk of examples right after the
+structurer (inside its parallel `map`, no `tf.py_function`) instead of
+calling the extra in Python. `features` holds the chunk's structurer
+features with a batch axis ([B,P,T] rows, P = max_units), its raw strings,
+and the ids of its summaries (`label_extras.SUMMARY_LABEL_IDS`, int32
+ragged [B, None]) and references (`label_extras.REFERENCE_LABEL_IDS`,
+int32 ragged [B, R, None]); `table` is `id_rouge.rouge_id_table(vocabulary)`.
+It returns its declared `feature_spec` (it must declare one) with a batch
+axis, its "P" axes of size P (the pipeline trims them to each example's
+rows) and a None axis ragged.
+
 The library's own extras (ranker targets, the paragraph graph, SEAL's
 proxy labels, the oracle) are in `keras_hsum.data.label_extras`.
 """
@@ -205,9 +218,56 @@ def _conform(features, specs, max_tokens, rows):
     return out
 
 
+def runs_in_graph(extra, family):
+    """Whether `make_dataset` runs `extra` in the graph (its
+    `graph_features`) for `family` (not `"flat"`, whose rows are not
+    [P,T])."""
+    return family != "flat" and hasattr(extra, "graph_features")
+
+
+def run_graph_extras(extras, features, table):
+    """The graph extras' features of one chunk of structured examples.
+
+    Args:
+        extras: extras with `graph_features`.
+        features: the chunk's features with a batch axis (the structurer's,
+            the raw strings, and the label ids).
+        table: `id_rouge.rouge_id_table(vocabulary)`.
+
+    Returns:
+        A dict of the extras' tensors with a batch axis.
+
+    Raises:
+        TypeError: for an extra that returns other names than it declares,
+            or a name that already exists.
+    """
+    out = {}
+    for extra in extras:
+        values = extra.graph_features(features, table)
+        declared = set(getattr(extra, "feature_spec", {}))
+        if set(values) != declared:
+            raise TypeError(
+                f"Extra {extra_name(extra)}'s graph_features returned "
+                f"{sorted(values)}, but it declares {sorted(declared)}; "
+                "return exactly the declared features."
+            )
+        for name, value in values.items():
+            if name in features or name in out:
+                raise TypeError(
+                    f"Extra {extra_name(extra)} returns feature {name!r}, which "
+                    "already exists (from the structurer or another extra); "
+                    "rename it."
+                )
+            spec = extra.feature_spec[name]
+            out[name] = tf.cast(value, tf.as_dtype(spec.numpy_dtype))
+    return out
+
+
 def with_extras(dataset, extras, names, specs, family, max_tokens, strict, failures,
                 skip):
-    """Adds the extras' arrays, computed in Python (`tf.py_function`).
+    """Adds the Python extras' arrays (`tf.py_function`); extras that run
+    in the graph (`runs_in_graph`) were computed with the structurer
+    (`run_graph_extras`) and are skipped here.
 
     Args:
         dataset: unbatched structured examples with the raw strings.
@@ -225,6 +285,11 @@ def with_extras(dataset, extras, names, specs, family, max_tokens, strict, failu
         The dataset with the extras' arrays (an example an extra refused
         is dropped).
     """
+    in_graph = [extra for extra in extras if runs_in_graph(extra, family)]
+    if in_graph:  # computed with the structurer (`run_graph_extras`)
+        graph_names = {name for extra in in_graph for name in extra.feature_spec}
+        names = [name for name in names if name not in graph_names]
+        extras = [extra for extra in extras if extra not in in_graph]
     if not extras:
         return dataset
     dtypes = [tf.as_dtype(specs[name].numpy_dtype) for name in names]

@@ -86,9 +86,37 @@ def rouge_ids(ids, table):
         int64 ragged [R, None].
     """
     if not isinstance(ids, tf.RaggedTensor):
-        ids = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(ids))
+        ids = tf.convert_to_tensor(ids)
+        return masked_rows(ids, tf.ones(tf.shape(ids), tf.bool), table)
+    mapped = tf.gather(tf.convert_to_tensor(table, tf.int64), tf.cast(ids.flat_values, tf.int64))
+    keep = mapped >= 0
+    lengths = tf.math.unsorted_segment_sum(
+        tf.cast(keep, tf.int64), ids.value_rowids(), ids.nrows()
+    )
+    return tf.RaggedTensor.from_row_lengths(
+        tf.boolean_mask(mapped, keep), lengths, validate=False
+    )
+
+
+def masked_rows(ids, mask, table):
+    """The ROUGE ids of the masked tokens of each row.
+
+    Args:
+        ids: int [R, L].
+        mask: bool [R, L], True at the tokens to keep.
+        table: int64 [V] from `rouge_id_table`.
+
+    Returns:
+        int64 ragged [R, None]: row r holds the ROUGE ids of the tokens of
+        row r under the mask that the table keeps, in order.
+    """
     mapped = tf.gather(tf.convert_to_tensor(table, tf.int64), tf.cast(ids, tf.int64))
-    return tf.ragged.boolean_mask(mapped, mapped >= 0)
+    keep = mask & (mapped >= 0)
+    return tf.RaggedTensor.from_row_lengths(
+        tf.boolean_mask(mapped, keep),
+        tf.reduce_sum(tf.cast(keep, tf.int64), axis=1),
+        validate=False,
+    )
 
 
 def _check_order(n, base):
@@ -215,14 +243,6 @@ def rouge_n(candidates, references, n, base):
     return RougeScores(*_scores(overlap, tf.cast(keys.row_lengths(), tf.int32), reference.totals))
 
 
-def mean_fmeasure(candidates, references, orders, base):
-    """The mean over `orders` of ROUGE-n F1: float64 [R, P] (SEAL's proxy
-    label)."""
-    return tf.add_n([rouge_n(candidates, references, n, base).fmeasure for n in orders]) / len(
-        orders
-    )
-
-
 def greedy_oracle(sentences, references, base, orders=(1, 2), max_sentences=None):
     """The greedy extractive oracle on ids (`labels.greedy_oracle`'s rule).
 
@@ -345,3 +365,115 @@ def greedy_oracle(sentences, references, base, orders=(1, 2), max_sentences=None
     )
     _, selected, _, _, _, _ = tf.while_loop(cond, body, initial)
     return selected
+
+
+# --------------------------------------------------------------------------
+# Batched, on dense ids: many examples per call
+# --------------------------------------------------------------------------
+
+
+def _compact(ids, mask, table):
+    """Dense ids [..., L] -> (ROUGE ids [..., L] with the kept tokens first,
+    in order, and int32 [...] counts of kept tokens)."""
+    mapped = tf.gather(tf.convert_to_tensor(table, tf.int64), tf.cast(ids, tf.int64))
+    keep = mask & (mapped >= 0)
+    order = tf.argsort(tf.cast(~keep, tf.int32), axis=-1, stable=True)
+    return (
+        tf.gather(mapped, order, batch_dims=len(ids.shape) - 1),
+        tf.reduce_sum(tf.cast(keep, tf.int32), axis=-1),
+    )
+
+
+def _dense_keys(ids, lengths, n, base):
+    """n-gram keys [..., L - n + 1] of compacted ids and their validity."""
+    width = tf.shape(ids)[-1] - (n - 1)
+    keys = tf.zeros_like(ids[..., : tf.maximum(width, 0)])
+    for offset in range(n):
+        keys = keys * int(base) + ids[..., offset : offset + tf.maximum(width, 0)]
+    valid = tf.range(tf.maximum(width, 0)) < (lengths - (n - 1))[..., tf.newaxis]
+    return keys, valid
+
+
+def batch_rouge_n(candidates, candidate_mask, references, reference_mask, n, table):
+    """ROUGE-N of every candidate row against every reference of the same
+    example, for a batch of examples at once.
+
+    The same scores as `rouge_n` per example (ROUGE ids of the masked
+    tokens, `rouge_id_table`), computed with a fixed number of ops for the
+    whole batch: an n-gram key carries its example (example * base**n +
+    key), the references' keys of all examples form one vocabulary, and a
+    candidate's clipped overlap sums over its (row, key) pairs.
+
+    Args:
+        candidates: int [B, P, T] vocabulary ids (e.g. `tokens`).
+        candidate_mask: bool [B, P, T] (e.g. `token_mask`).
+        references: int [B, R, L] vocabulary ids.
+        reference_mask: bool [B, R, L].
+        n: the n-gram order.
+        table: int64 [V] from `rouge_id_table`.
+
+    Returns:
+        `RougeScores` of float64 [B, R, P].
+    """
+    base = len(table)
+    _check_order(n, base)
+    candidates = tf.convert_to_tensor(candidates)
+    references = tf.convert_to_tensor(references)
+    batch = tf.shape(candidates, out_type=tf.int64)[0]
+    if int(base) ** n * 2 >= 2**62:
+        raise ValueError(f"batch_rouge_n keys need base**n < 2**61, received base {base}, n {n}.")
+    stride = tf.constant(int(base) ** n, tf.int64)
+    example = tf.range(batch)[:, tf.newaxis, tf.newaxis] * stride
+
+    c_ids, c_lengths = _compact(candidates, tf.cast(candidate_mask, tf.bool), table)
+    c_keys, c_valid = _dense_keys(c_ids, c_lengths, n, base)
+    r_ids, r_lengths = _compact(references, tf.cast(reference_mask, tf.bool), table)
+    r_keys, r_valid = _dense_keys(r_ids, r_lengths, n, base)
+    c_keys += example
+    r_keys += example
+    num_rows = tf.shape(c_keys, out_type=tf.int64)[1]
+    num_refs = tf.shape(r_keys, out_type=tf.int64)[1]
+
+    # The references' keys of the whole batch: a vocabulary of U keys,
+    # counted per reference slot r (a key belongs to one example).
+    vocabulary, r_index = tf.unique(tf.boolean_mask(r_keys, r_valid), out_idx=tf.int64)
+    size = tf.shape(vocabulary, out_type=tf.int64)[0]
+    r_slot = tf.boolean_mask(
+        tf.broadcast_to(tf.range(num_refs)[tf.newaxis, :, tf.newaxis], tf.shape(r_keys, tf.int64)),
+        r_valid,
+    )
+    reference_counts = tf.reshape(
+        tf.math.unsorted_segment_sum(
+            tf.ones_like(r_index, tf.int32), r_index * num_refs + r_slot, size * num_refs
+        ),
+        tf.stack([size, num_refs]),
+    )
+
+    # Candidate (row, key) pairs whose key is in the vocabulary.
+    index, hit = _key_index(vocabulary, tf.boolean_mask(c_keys, c_valid))
+    row = tf.boolean_mask(
+        tf.broadcast_to(
+            (tf.range(batch)[:, tf.newaxis] * num_rows + tf.range(num_rows)[tf.newaxis])[
+                ..., tf.newaxis
+            ],
+            tf.shape(c_keys, tf.int64),
+        ),
+        c_valid,
+    )
+    pair_row = tf.boolean_mask(row, hit)
+    pair_key = tf.cast(tf.boolean_mask(index, hit), tf.int64)
+    pairs, pair_index = tf.unique(pair_row * size + pair_key, out_idx=tf.int64)
+    count = tf.math.unsorted_segment_sum(
+        tf.ones_like(pair_index, tf.int32), pair_index, tf.shape(pairs, out_type=tf.int64)[0]
+    )
+    clipped = tf.minimum(count[:, tf.newaxis], tf.gather(reference_counts, pairs % size))
+    overlap = tf.math.unsorted_segment_sum(clipped, pairs // size, batch * num_rows)
+    overlap = tf.transpose(tf.reshape(overlap, tf.stack([batch, num_rows, num_refs])), [0, 2, 1])
+
+    candidate_totals = tf.maximum(c_lengths - (n - 1), 0)  # [B, P]
+    reference_totals = tf.maximum(r_lengths - (n - 1), 0)  # [B, R]
+    overlap = tf.cast(overlap, tf.float64)
+    precision = overlap / tf.cast(tf.maximum(candidate_totals, 1), tf.float64)[:, tf.newaxis]
+    recall = overlap / tf.cast(tf.maximum(reference_totals, 1), tf.float64)[..., tf.newaxis]
+    fmeasure = tf.math.divide_no_nan(2.0 * precision * recall, precision + recall)
+    return RougeScores(precision, recall, fmeasure)

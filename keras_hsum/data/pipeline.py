@@ -39,10 +39,13 @@ shape (XLA/TPU friendly; with `drop_remainder=True` B is static too).
 
 Extras. An extra is a callable `(example, structured) -> dict` of numpy
 arrays (one example, no batch axis) merged into the features, run in Python
-on the structurer's output: `keras_hsum.data.extras` says what it receives,
-how its signature is declared (`declare_features`) or inferred, and how it
-is run; the library's label extras (ranker targets, the paragraph graph,
-SEAL's proxy labels, the oracle) are in `keras_hsum.data.label_extras`.
+on the structurer's output, or, when it has `graph_features`, mapped in
+the graph (no `tf.py_function`): `keras_hsum.data.extras` says what it
+receives, how its signature is declared (`declare_features`) or inferred,
+and how it is run; the library's label extras (ranker targets, the
+paragraph graph, SEAL's proxy labels, the oracle) are in
+`keras_hsum.data.label_extras` and run in the graph on token ids
+(`keras_hsum.data.id_rouge`).
 
 Skipped examples. A line that is not valid JSON/UTF-8/schema, an example
 whose documents hold no token, an example without a summary (when one is
@@ -67,6 +70,7 @@ from keras_hsum.data import extras as extras_lib
 from keras_hsum.data import structure
 from keras_hsum.data.extras import declare_features  # noqa: F401 (re-exported for keras_hsum.data)
 from keras_hsum.data.extras import extra_name
+from keras_hsum.data.id_rouge import rouge_id_table
 from keras_hsum.data.label_extras import oracle_labels  # noqa: F401 (re-exported for keras_hsum.data)
 from keras_hsum.data.label_extras import paragraph_graph
 from keras_hsum.data.label_extras import ranker_targets  # noqa: F401 (re-exported for keras_hsum.data)
@@ -191,11 +195,13 @@ def _trim(features, family, pad_id):
 def _structured_dataset(
     source, vocabulary, family, max_units, max_tokens, max_target_length,
     options, report, require_summary, skip_invalid, strict, unicode_errors,
-    failures,
+    failures, graph_extras=(), table=None,
 ):
     """Unbatched examples, structured in the graph by `TextStructurer`:
     its features (trimmed to the example's sizes), `unit_texts`, `target`
-    (with `max_target_length`) and the raw strings the extras read."""
+    (with `max_target_length`), the raw strings the extras read, and the
+    features of `graph_extras` (`extras.run_graph_extras`, on the chunk's
+    summary and reference ids, with the ROUGE id `table`)."""
     from keras_hsum.data.structurer import TextStructurer
 
     # A `Vocabulary` is read as its SentencePiece proto; a PresetVocabulary
@@ -243,6 +249,21 @@ def _structured_dataset(
                 axis=1,
             )
             out["summary_tokens_count"] = tf.cast(ids.row_lengths(), tf.int32)
+        if graph_extras:
+            from keras_hsum.data.label_extras import REFERENCE_LABEL_IDS
+            from keras_hsum.data.label_extras import SUMMARY_LABEL_IDS
+
+            plain = (
+                ids if max_target_length and not structurer.oov_words
+                else structurer.tokenize(chunk["summary"])
+            )
+            references = chunk["references"]
+            given = dict(out)
+            given[SUMMARY_LABEL_IDS] = tf.cast(plain, tf.int32)
+            given[REFERENCE_LABEL_IDS] = references.with_flat_values(
+                tf.cast(structurer.tokenize(references.flat_values), tf.int32)
+            )
+            out.update(extras_lib.run_graph_extras(graph_extras, given, table))
         # The chunk's truncation counts, over the examples the filter below
         # keeps, go into the report in one call per chunk.
         kept = tf.reduce_any(out[mask], axis=1)
@@ -290,8 +311,19 @@ def _structured_dataset(
             )
         return tf.reshape(kept, [])
 
+    graph_features = {
+        name: spec for extra in graph_extras for name, spec in extra.feature_spec.items()
+    }
+
     def finish(example):
-        return _trim(dict(example), family, vocabulary.pad_id)
+        example = _trim(dict(example), family, vocabulary.pad_id)
+        if graph_features:
+            rows = tf.reduce_sum(tf.cast(example[PARAGRAPH_MASK], tf.int32))
+            for name, spec in graph_features.items():
+                cut = tuple(slice(None, rows) if axis == "P" else slice(None)
+                            for axis in spec.axes)
+                example[name] = example[name][cut]
+        return example
 
     return dataset.filter(keep).map(
         finish, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
@@ -396,9 +428,10 @@ def _prepared(
         specs.update(inferred)
         names += list(inferred)
     failures = []
+    graph_extras = [extra for extra in extras if extras_lib.runs_in_graph(extra, family)]
     dataset = _structured_dataset(
         *arguments, report, require_summary, skip_invalid, strict, unicode_errors,
-        failures,
+        failures, graph_extras, rouge_id_table(vocabulary) if graph_extras else None,
     )
     dataset = extras_lib.with_extras(
         dataset, extras, names, specs, family, max_tokens, strict, failures,

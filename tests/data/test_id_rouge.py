@@ -1,10 +1,8 @@
-"""keras_hsum.data.id_rouge against a numpy/Python transcription on ids.
-
-The reference below counts n-grams as tuples in `collections.Counter`s and
-scores an extract by concatenating its sentences and counting again from
-scratch (no incremental update, no junction bookkeeping): an independent
-transcription of rouge-score's ROUGE-N and of the greedy oracle's rule.
-"""
+"""keras_hsum.data.id_rouge against a Python transcription on ids
+(`tests/id_rouge_reference.py`: n-grams as tuples in `collections.Counter`s,
+an extract scored by concatenating its sentences and counting again from
+scratch), an independent transcription of rouge-score's ROUGE-N and of the
+greedy oracle's rule."""
 
 import collections
 import itertools
@@ -13,43 +11,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from id_rouge_reference import extract_score as _extract_score
+from id_rouge_reference import greedy as _greedy
+from id_rouge_reference import score as _score
 from keras_hsum.data import id_rouge
-
-
-def _grams(sequence, n):
-    return collections.Counter(tuple(sequence[i : i + n]) for i in range(len(sequence) - n + 1))
-
-
-def _score(candidate, reference, n):
-    c, r = _grams(candidate, n), _grams(reference, n)
-    overlap = sum(min(count, c.get(g, 0)) for g, count in r.items())
-    precision = overlap / max(sum(c.values()), 1)
-    recall = overlap / max(sum(r.values()), 1)
-    f = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
-    return precision, recall, f
-
-
-def _extract_score(sentences, chosen, references, orders):
-    extract = [i for k in sorted(chosen) for i in sentences[k]]
-    return np.mean([sum(_score(extract, r, n)[2] for n in orders) for r in references])
-
-
-def _greedy(sentences, references, orders=(1, 2), max_sentences=None):
-    chosen, current = [], 0.0
-    limit = len(sentences) if max_sentences is None else max_sentences
-    while len(chosen) < limit:
-        best = None
-        for k in range(len(sentences)):
-            if k in chosen:
-                continue
-            score = _extract_score(sentences, chosen + [k], references, orders)
-            if score > current and (best is None or score > best[0]):
-                best = (score, k)
-        if best is None:
-            break
-        current = best[0]
-        chosen.append(best[1])
-    return sorted(chosen)
 
 
 def _random_sequences(rng, count, base, longest, empty=True):
@@ -213,3 +178,41 @@ def test_rouge_id_table_lowercases_and_drops_what_rouge_score_drops():
     mapped = id_rouge.rouge_ids(tf.ragged.constant([vocabulary.encode("The cat, the CAT.")]), table)
     ids = mapped.to_list()[0]
     assert len(ids) >= 4 and ids[0] == ids[2]
+
+
+def _dense(batch, width=None):
+    """[[sequence, ...], ...] -> (ids [B, R, L], mask) padded with 0."""
+    rows = max(len(example) for example in batch)
+    width = width or max([len(s) for example in batch for s in example] + [1])
+    ids = np.zeros((len(batch), rows, width), np.int32)
+    mask = np.zeros((len(batch), rows, width), bool)
+    for b, example in enumerate(batch):
+        for r, sequence in enumerate(example):
+            ids[b, r, : len(sequence)] = sequence
+            mask[b, r, : len(sequence)] = True
+    return ids, mask
+
+
+@pytest.mark.parametrize("case", range(8))
+def test_batch_rouge_n_equals_the_transcription_per_example(case):
+    """Dense ids with dropped pieces (table -1) between kept ones: n-grams
+    join across them, as rouge-score's words join across punctuation."""
+    rng = np.random.default_rng(300 + case)
+    base = 11
+    table = np.arange(base, dtype=np.int64)
+    table[[0, 3]] = -1  # dropped pieces
+    table[7] = 2  # two ids, one ROUGE id (as "The" and "the")
+    batch_candidates = [_random_sequences(rng, int(rng.integers(1, 6)), base, 8) for _ in range(3)]
+    batch_references = [_random_sequences(rng, int(rng.integers(1, 4)), base, 9) for _ in range(3)]
+    c_ids, c_mask = _dense(batch_candidates)
+    r_ids, r_mask = _dense(batch_references)
+    for n in (1, 2):
+        scores = id_rouge.batch_rouge_n(c_ids, c_mask, r_ids, r_mask, n, table)
+        for b in range(3):
+            for r, reference in enumerate(batch_references[b]):
+                ref = [int(table[i]) for i in reference if table[i] >= 0]
+                for p, candidate in enumerate(batch_candidates[b]):
+                    cand = [int(table[i]) for i in candidate if table[i] >= 0]
+                    expected = _score(cand, ref, n)
+                    got = [scores[k][b, r, p].numpy() for k in range(3)]
+                    np.testing.assert_allclose(got, expected, atol=1e-12)
