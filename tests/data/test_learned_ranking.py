@@ -74,6 +74,7 @@ def gathered(features, order, name):
 
 
 @pytest.mark.parametrize("pack", ["paragraph", "section"])
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_structurer_keeps_the_rankers_top_rows_not_tfidfs(
     pack, batch, vocabulary, ranker_run
 ):
@@ -182,6 +183,7 @@ def test_recipes_train_and_export_with_the_ranker_they_record(
     TextStructurer(vocabulary.proto, **options)  # loads the ranker
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_loading_a_ranker_without_the_models_registered_says_what_to_import(ranker_run):
     """The data layer does not import keras_hsum.models; in a process that has
     not registered ParagraphRanker, loading a ranker run says what to import

@@ -343,7 +343,9 @@ def corrupt_folder(tmp_path):
     return tmp_path, path, good
 
 
-@pytest.mark.parametrize("family", ["paragraphs", "snippets", "flat"])
+# default-suite budget (docs/testing.md): snippets and flat run in the slow set
+@pytest.mark.parametrize("family", [
+    "paragraphs", pytest.param("snippets", marks=pytest.mark.slow), pytest.param("flat", marks=pytest.mark.slow)])
 def test_a_corrupt_file_yields_every_good_example_and_counts_the_rest(
     family, corrupt_folder, vocabulary
 ):
@@ -530,6 +532,7 @@ def test_ranker_targets_equal_rouge_score_recall(examples, vocabulary, by_id):
     assert nonzero > 0
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_undeclared_extras_are_inferred_from_the_first_example(
     examples, vocabulary
 ):

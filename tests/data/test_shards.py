@@ -81,6 +81,7 @@ def _batches(dataset):
     ]
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_preprocess_output_equals_in_process_pipeline(corpus):
     recipe = recipes.get("ht")
     config = recipes.config("ht", "tiny").replace(graph_kind="similarity", graph_heads=(0,))

@@ -59,7 +59,8 @@ def test_unigram_and_bigram_blocking(n):
         assert not repeats_ngram(h, n), h
 
 
-@pytest.mark.parametrize("seed", range(3))
+# default-suite budget (docs/testing.md): seeds 1 and 2 run in the slow set
+@pytest.mark.parametrize("seed", [0] + [pytest.param(s, marks=pytest.mark.slow) for s in (1, 2)])
 def test_recent_token_blocking(seed):
     table = repetitive_table(seed)
     comma = 2
@@ -104,7 +105,8 @@ def test_max_length(seed):
         assert (per_example["lengths"][b] > 0).all()
 
 
-@pytest.mark.parametrize("seed", range(3))
+# default-suite budget (docs/testing.md): seeds 1 and 2 run in the slow set
+@pytest.mark.parametrize("seed", [0] + [pytest.param(s, marks=pytest.mark.slow) for s in (1, 2)])
 def test_token_blocking_never_emits_the_blocked_ids(seed):
     table = repetitive_table(seed)
     favourite = int(np.argmax(table[0, 0, 0]))  # the first token the model prefers

@@ -187,6 +187,7 @@ def test_mis_shaped_arguments_are_named():
 
 
 @pytest.mark.jax_slow  # 20 s under JAX (compiles whole searches): the slow set's JAX pass
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_reranks_a_real_beam_search():
     keras.utils.set_random_seed(0)
     model = FlatTransformer(vocabulary_size=40, hidden_dim=16, num_heads=2, intermediate_dim=32,

@@ -102,6 +102,7 @@ def tiled_step(model, memory, beam_size, max_length, eos_bias=0.0):
     return step_fn, state
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_greedy_is_the_stepwise_argmax():
     model, inputs = flat_model(), flat_inputs()
     built(model, inputs)
@@ -125,7 +126,9 @@ def test_greedy_is_the_stepwise_argmax():
 
 
 @pytest.mark.tensorflow_only
-@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0])
+# default-suite budget (docs/testing.md): alphas 0 and 1 run in the slow set
+@pytest.mark.parametrize("alpha", [
+    pytest.param(0.0, marks=pytest.mark.slow), 0.6, pytest.param(1.0, marks=pytest.mark.slow)])
 def test_matches_tf_models_sequence_beam_search(alpha):
     import tensorflow as tf
     from official.nlp.modeling.ops import beam_search as tfm_beam_search
@@ -160,6 +163,7 @@ def test_matches_tf_models_sequence_beam_search(alpha):
 
 
 @pytest.mark.tensorflow_only
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_runs_under_tf_jit_compile():
     import tensorflow as tf
 
@@ -194,6 +198,7 @@ def test_runs_under_jax_jit():
     np.testing.assert_array_equal(numpy(compiled["sequences"]), numpy(eager["sequences"]))
 
 
+@pytest.mark.jax_slow  # default-suite budget (docs/testing.md): the TF pass runs it, the slow set's JAX pass too
 def test_pht_decodes_with_alignment():
     model, inputs = pht_model(), paragraph_inputs()
     built(model, inputs)
@@ -222,6 +227,7 @@ def test_hierarchical_transformer_decodes():
 
 
 @pytest.mark.parametrize("family", ["flat", "ht"])
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_beams_sharing_the_memory_search_as_beams_repeating_it(family):
     """`beam_search` on `beam_cache` (the K beams share one copy of each
     example's memory) returns the ids, lengths and aux of the search on the
@@ -252,6 +258,7 @@ def test_beams_sharing_the_memory_search_as_beams_repeating_it(family):
 
 
 @pytest.mark.jax_slow  # 43 s under JAX (compiles whole searches): the slow set's JAX pass
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_discourse_summarizer_decodes_over_extended_vocabulary():
     keras.utils.set_random_seed(3)
     model = DiscourseSummarizer(vocabulary_size=V, hidden_dim=8, embedding_dim=6, num_oov=3)
@@ -329,6 +336,7 @@ def test_seal_reselects_inside_the_loop():
 
 @pytest.mark.jax_slow  # 87 s under JAX (compiles whole searches): the slow set's JAX pass
 @pytest.mark.parametrize("family", ["pht", "discourse", "seal"])
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_ensemble_of_copies_decodes_as_the_model(family):
     """A `SummarizerEnsemble` of one model three times carries each member's
     cache through the search (PHT's paragraph memory, the discourse model's
@@ -359,6 +367,7 @@ def test_ensemble_of_copies_decodes_as_the_model(family):
                                    atol=1e-5, err_msg=name)
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_bad_search_arguments_are_clear_errors():
     """Sizes must be positive ints (a float beam size is not rounded down),
     terms a list of ScoreTerms, and the model built; each mistake is a
@@ -393,6 +402,7 @@ def test_bad_search_arguments_are_clear_errors():
     assert_well_formed(out, 2, 2, 3)
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_terms_name_bad_settings_and_a_paragraph_count_of_another_batch():
     from keras_hsum.decoding import CoveragePenalty
     from keras_hsum.decoding import MinLength
@@ -418,6 +428,7 @@ def test_terms_name_bad_settings_and_a_paragraph_count_of_another_batch():
             beam_search(model, inputs, beam_size=2, max_length=4, terms=[term])
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_terms_built_for_another_batch_or_vocabulary_are_refused():
     """A per-example term tensor of batch 1 would be broadcast over B=2 (every
     example decoded with the first one's η̂, mask or length), and blocking an
@@ -450,6 +461,7 @@ def test_terms_built_for_another_batch_or_vocabulary_are_refused():
     assert not np.any(numpy(out["sequences"]) == 5)
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_an_eos_outside_the_vocabulary_and_a_result_without_lengths_are_named():
     from keras_hsum.decoding import mbr_rerank
 

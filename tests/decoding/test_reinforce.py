@@ -69,6 +69,7 @@ def test_rewards_are_rouge_n_f1_against_the_reference(orders):
     assert (got[2] == 0).all()
 
 
+@pytest.mark.jax_slow  # default-suite budget (docs/testing.md): the TF pass runs it, the slow set's JAX pass too
 def test_rewards_of_samples_longer_than_the_reference_and_errors():
     samples = np.array([[[5, 6, 7, 5, 6, 7, 3, 0, 0, 0]]], "int32")
     got = numpy(rouge_rewards(samples, [[7]], np.array([[5, 6, 3]], "int32"), eos_id=EOS))
@@ -122,6 +123,7 @@ def flat_model(seed=0, **options):
 
 @pytest.mark.jax_slow  # 72 s under JAX (compiles whole searches): the slow set's JAX pass
 @pytest.mark.parametrize("kind", ["flat", "flat_copy", "pht"])
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_teacher_forced_log_probs_equal_the_search_log_probs(kind):
     """The cached, step-by-step path of the search and one teacher-forced
     pass must give every sample the same log P(y|x)."""
@@ -179,6 +181,7 @@ def test_the_loss_is_the_reinforce_estimate_from_its_parts():
 
 
 @pytest.mark.jax_slow  # 20 s under JAX (compiles whole searches): the slow set's JAX pass
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_compute_loss_mixes_the_terms_while_training_only():
     inputs = flat_inputs()
     labels = np.array([[5, 6, 7, EOS, 0], [8, 9, EOS, 0, 0]], "int32")
@@ -207,6 +210,7 @@ def test_compute_loss_mixes_the_terms_while_training_only():
 
 
 @pytest.mark.jax_slow  # 44 s under JAX (compiles whole searches): the slow set's JAX pass
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_each_training_step_draws_new_samples(tmp_path):
     """`fit` mixes a step count into the draws' seed, on either backend
     (JAX traces the step without the optimizer's variables, so there the

@@ -202,6 +202,7 @@ def test_blocked_and_truncated_ids_are_never_drawn():
     assert (drawn % 3 != 0).all()
 
 
+@pytest.mark.jax_slow  # default-suite budget (docs/testing.md): the TF pass runs it, the slow set's JAX pass too
 def test_sample_frequencies_follow_the_sequence_probabilities():
     """4,000 samples of 2 tokens: their joint frequencies match the table's
     P(y1, y2) within 4.5 standard errors (this needs the search to carry each
@@ -225,6 +226,7 @@ def test_sample_frequencies_follow_the_sequence_probabilities():
         assert abs(counts.get(y, 0) / N - p) < 4.5 * error + 1e-9, (y, counts.get(y, 0) / N, p)
 
 
+@pytest.mark.jax_slow  # default-suite budget (docs/testing.md): the TF pass runs it, the slow set's JAX pass too
 def test_samples_carry_their_model_log_probability_and_rank_by_score():
     V, L, K = 6, 5, 12
     table = random_table(7, L, V)
@@ -265,6 +267,7 @@ def test_samples_restricted_to_the_best_token_are_greedy_decoding(settings):
     np.testing.assert_array_equal(numpy(out["sequences"]), expected)
 
 
+@pytest.mark.jax_slow  # default-suite budget (docs/testing.md): the TF pass runs it, the slow set's JAX pass too
 def test_a_seed_reproduces_its_samples_and_another_seed_differs():
     V, L, K = 8, 6, 6
     table = random_table(2, L, V)

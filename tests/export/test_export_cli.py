@@ -98,6 +98,7 @@ def test_export_writes_version_metadata_and_models_config(exported, pht_run):
     assert 'name: "pht"' in config and 'base_path: "/models/pht"' in config
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_export_again_writes_the_next_version(exported, pht_run):
     """Version 2 also caps a row at 1 MB (--max-request-bytes): the cap is
     recorded with the export and served by it."""
@@ -209,6 +210,7 @@ def test_summarize_matches_the_loaded_signature(exported, tmp_path):
     assert result["summary"] == direct["summary"].numpy()[0]
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_export_lets_the_named_pieces_repeat(tmp_path, capsys, pht_run, vocabulary):
     import sentencepiece
 
@@ -329,6 +331,7 @@ def test_damaged_run_folders_are_named(tmp_path, pht_run):
             load_run(folder)
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_export_with_mbr_serves_the_hypothesis_of_highest_expected_rouge(
         tmp_path, capsys, pht_run, real_examples):
     """The SavedModel's summary is the beam hypothesis whose mean ROUGE-1/2
@@ -383,6 +386,7 @@ def test_export_with_mbr_serves_the_hypothesis_of_highest_expected_rouge(
                                       sequences[b, best, :lengths[b, best]])
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_export_with_sampling_serves_the_same_samples_as_python(
         tmp_path, capsys, pht_run, real_examples):
     """`--sample --mbr`: the SavedModel draws the same samples as the Python
@@ -462,6 +466,7 @@ def test_load_run_reads_the_best_checkpoint_when_asked(tmp_path, pht_run, capsys
         np.testing.assert_array_equal(w_best.numpy(), w_last.numpy() + 1.0)
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_load_run_reads_a_kept_epoch_when_asked(tmp_path, pht_run, capsys):
     import shutil
 
@@ -513,6 +518,7 @@ def test_load_run_reads_a_kept_epoch_when_asked(tmp_path, pht_run, capsys):
     assert "1 <= A <= B" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_export_of_an_ensemble_serves_the_mixture(tmp_path, vocabulary, real_examples,
                                                   pht_run, capsys):
     """`--checkpoint epoch-1+epoch-2`: the SavedModel, run in a fresh
@@ -739,6 +745,7 @@ def test_shte_export_extracts_what_python_extracts(tmp_path, vocabulary, real_ex
     assert png.stat().st_size > 1000
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_evaluate_scores_a_saved_model_beside_a_baseline(exported, tmp_path, capsys):
     """`keras-hsum evaluate --model`: the report holds exactly what the
     SavedModel's signature answers for each example's raw text, scored as
@@ -785,6 +792,7 @@ def test_evaluate_scores_a_saved_model_beside_a_baseline(exported, tmp_path, cap
             )
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_evaluate_keeps_examples_whose_request_fails(exported, tmp_path):
     """An example with no text reaches the model as an empty request: the
     model answers with its error tensor; the example stays in the report
@@ -805,6 +813,7 @@ def test_evaluate_keeps_examples_whose_request_fails(exported, tmp_path):
     assert report["examples"][1]["scores"]["rouge1"]["f1"] == 0.0
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_discourse_run_exports_with_a_per_request_extended_vocabulary(tmp_path, vocabulary):
     """The pointer-generator's extended vocabulary (V + the request's OOVs)
     and the number of sections are only known per request: the exported

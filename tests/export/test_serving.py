@@ -279,6 +279,7 @@ def test_a_malformed_request_fails_alone(pht):
     assert "__error__" not in after and after["summary"][0] != b""
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_saved_model_cli_lists_signatures(pht):
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
     command = [cli] if os.path.exists(cli) else [

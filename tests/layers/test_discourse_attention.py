@@ -92,6 +92,7 @@ def numpy_discourse_attention(layer, inputs, weighting):
     return contexts, alphas, betas
 
 
+@pytest.mark.jax_slow  # default-suite budget (docs/testing.md): the TF pass runs it, the slow set's JAX pass too
 def test_shared_layer_checks_one_step_with_coverage():
     inputs = make_inputs(np.random.default_rng(0))
     run_layer_test(

@@ -56,6 +56,7 @@ def make_inputs(seed=0, paragraphs=P, tokens=T):
     return x, token_mask, graph
 
 
+@pytest.mark.jax_slow  # default-suite budget (docs/testing.md): the TF pass runs it, the slow set's JAX pass too
 def test_shared_layer_checks():
     x, token_mask, graph = make_inputs()
     run_layer_test(

@@ -158,6 +158,7 @@ def assert_close(actual, expected, atol=1e-5):
 # ---------------------------------------------------------------------------
 
 
+@pytest.mark.jax_slow  # default-suite budget (docs/testing.md): the TF pass runs it, the slow set's JAX pass too
 def test_shared_layer_checks():
     rng = np.random.default_rng(0)
     x, mask = make_inputs(rng)

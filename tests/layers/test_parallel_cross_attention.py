@@ -156,6 +156,7 @@ def make_layer(inputs, **kwargs):
 # --- Tests. -----------------------------------------------------------------
 
 
+@pytest.mark.jax_slow  # default-suite budget (docs/testing.md): the TF pass runs it, the slow set's JAX pass too
 def test_shared_layer_checks():
     run_layer_test(
         ParallelCrossAttention,

@@ -107,6 +107,7 @@ def numpy_pht_decoder_layer(layer, decoder_sequence, word_memory, paragraph_memo
     return outputs, paragraph_attention
 
 
+@pytest.mark.jax_slow  # default-suite budget (docs/testing.md): the TF pass runs it, the slow set's JAX pass too
 def test_shared_layer_checks():
     run_layer_test(
         PHTDecoderLayer,

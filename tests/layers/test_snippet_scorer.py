@@ -115,6 +115,7 @@ def np_scorer(layer, data, use_decoded=True, use_documents=True):
     return np.where(snippet_mask, scores, -1e9), snippet_mask
 
 
+@pytest.mark.jax_slow  # default-suite budget (docs/testing.md): the TF pass runs it, the slow set's JAX pass too
 def test_shared_layer_checks():
     run_layer_test(
         SnippetScorer,

@@ -63,6 +63,7 @@ def test_starts_as_the_identity():
     assert np.count_nonzero(to_numpy(layer.kernel)) == 0
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_the_kernel_learns_from_zero():
     """The zero kernel still gets a gradient: fitting y_t = x_t + x_(t-1)
     recovers W = I."""

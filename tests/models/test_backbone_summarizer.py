@@ -75,6 +75,7 @@ def backbone_outputs(backbone, inputs):
     })
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_from_preset_loads_the_saved_weights(preset, model):
     saved, path = preset
     assert type(keras_hub.models.Backbone.from_preset(path)) is type(saved)
@@ -238,6 +239,7 @@ def test_clear_errors(model):
         model(too_long)
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_fit_updates_the_pretrained_weights():
     """One `fit` step with keras_hsum's loss trains the backbone's weights
     (the model holds no weights of its own)."""

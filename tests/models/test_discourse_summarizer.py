@@ -422,6 +422,7 @@ def test_save_reload(tmp_path):
 
 
 @pytest.mark.tensorflow_only  # Keras' saving code, the same on every backend: 19 s
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_construction_while_keras_loads_keeps_each_direction():
     """Keras builds a loaded model inside its object-sharing scope, where an
     object is looked up by id(). Bidirectional left to copy one LSTM into

@@ -51,6 +51,7 @@ def built(model, features):
 
 
 @pytest.mark.parametrize("copy", [False, True])
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_step_and_call_are_the_numpy_mixture(copy):
     features = inputs()
     options = {"pointer_generator": True} if copy else {}
@@ -85,6 +86,7 @@ def test_one_member_and_equal_members_decode_as_the_member():
 
 
 @pytest.mark.jax_slow  # 18 s under JAX (compiles whole searches): the slow set's JAX pass
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_greedy_follows_the_mixture_not_a_member():
     """Brute force: greedy decoding of the ensemble takes, at each step, the
     argmax of the numpy mixture of the members' own steps on its prefix."""

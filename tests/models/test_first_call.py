@@ -129,6 +129,7 @@ def test_keras_warns_twice_before_the_error_and_the_helper_does_not():
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.jax_slow  # default-suite budget (docs/testing.md): the TF pass runs it, the slow set's JAX pass too
 def test_first_call_with_wrong_inputs_raises_without_unbuilt_warnings(name):
     factory, wrong, right, match = CASES[name]
     model = factory()

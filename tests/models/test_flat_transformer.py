@@ -46,6 +46,7 @@ def test_beam_cache_shares_the_memory():
     assert_beam_cache_shares_the_memory(small_model(), random_inputs(seed=5))
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_copy_beam_cache_shares_the_memory():
     assert_beam_cache_shares_the_memory(
         small_model(pointer_generator=True), random_inputs(seed=6),
@@ -95,6 +96,7 @@ def test_save_reload(tmp_path):
     assert_save_reload(model, inputs, tmp_path)
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_seeding_before_construction_fixes_the_initial_weights():
     """Keras draws each initializer's seed from Python's `random` when a layer
     is constructed, so `memorize` seeds before `build()`: the same seed gives
@@ -209,6 +211,7 @@ def test_copy_learns_to_copy_unseen_sequences_and_the_plain_model_does_not():
     assert accuracy[False] <= accuracy[True] - 0.3, accuracy
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_token_shift_step_equals_teacher_forcing_and_save_reload(tmp_path):
     model = small_model(pointer_generator=True, token_shift=True)
     assert_token_shift_contract(model, _masked_ids_inputs(), tmp_path)

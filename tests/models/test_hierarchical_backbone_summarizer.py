@@ -77,6 +77,7 @@ def bare_encoder(backbone, tokens, mask):
     return to_numpy(out["encoder_sequence_output"]).reshape(batch, paragraphs, length, -1)
 
 
+@pytest.mark.jax_slow  # default-suite budget (docs/testing.md): the TF pass runs it, the slow set's JAX pass too
 def test_closed_gates_are_the_pretrained_model(preset):
     """At initialisation the global layers and the parallel cross attention
     change nothing: the encoder states are keras-hub's backbone on each

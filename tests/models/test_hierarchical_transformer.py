@@ -51,6 +51,7 @@ def test_step_equals_teacher_forcing():
     assert_step_matches_call_in_graph(model, inputs)
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_beam_cache_shares_the_memory():
     """K = 3 hypotheses per example read one copy of the memory and of its
     keys/values; logits and the per-hypothesis paragraph attention equal
@@ -58,6 +59,7 @@ def test_beam_cache_shares_the_memory():
     assert_beam_cache_shares_the_memory(small_model(), random_inputs(seed=5))
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_copy_beam_cache_shares_the_memory():
     assert_beam_cache_shares_the_memory(
         small_model(pointer_generator=True), random_inputs(seed=6),

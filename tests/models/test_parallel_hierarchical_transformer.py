@@ -101,6 +101,7 @@ def test_beam_cache_shares_the_memory_and_steps_equal_teacher_forcing():
     assert tuple(static["cross_caches"][1]["word_value"].shape)[0] == 2
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_copy_beam_cache_steps_equal_teacher_forcing():
     model = small_model(pointer_generator=True)
     inputs = random_inputs(seed=8)
@@ -280,6 +281,7 @@ def test_copy_save_reload(tmp_path):
 # ------------------------------------------------------------- token shift
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_token_shift_step_equals_teacher_forcing_and_save_reload(tmp_path):
     model = small_model(pointer_generator=True, token_shift=True)
     assert_token_shift_contract(model, random_inputs(seed=5), tmp_path)

@@ -255,6 +255,7 @@ def test_seal_step_equals_teacher_forcing_across_segments():
 
 
 @pytest.mark.jax_slow  # 161 s under JAX (jax.jit of the unrolled step loop) on a loaded 2-core machine: the slow set's JAX pass
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_seal_beam_steps_equal_teacher_forcing_across_segments_under_jit():
     """K = 2 different targets per example (so each hypothesis re-selects on
     its own summary at the boundaries 3, 6, 9), the selected snippets' cross

@@ -20,6 +20,7 @@ def t5_preset(tmp_path_factory, real_examples):
     return save_presets(tmp_path_factory.mktemp("presets"), real_examples, kinds=("t5",))["t5"]
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_each_recipe_builds_its_model_on_the_backbone(t5_preset):
     from keras_hsum import recipes
     from keras_hsum.data import PresetVocabulary

@@ -40,6 +40,7 @@ def shard_folder(tmp_path_factory, real_examples, vocabulary):
     return write_shard_splits(tmp_path_factory.mktemp("service"), real_examples, vocabulary)
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_every_example_of_an_epoch_reaches_the_consumer_once(service, shard_folder):
     folder = f"{shard_folder}/train"
     # The reference: the shard files themselves, read directly.

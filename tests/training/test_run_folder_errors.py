@@ -58,6 +58,7 @@ def test_no_training_pair_and_no_steps_are_errors(tmp_path):
               max_minutes=0)
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_a_folder_that_never_trained_takes_a_corrected_command(tmp_path):
     from keras_hsum import recipes
     from keras_hsum.training import train

@@ -49,6 +49,7 @@ def test_resolve_data_holds_out_the_last_training_examples(tmp_path):
             resolve_data(folder, "unused", holdout=bad)
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
 def test_training_validates_on_the_holdout_without_reading_the_val_split(tmp_path):
     """A real training run whose val.jsonl is unreadable: with a hold-out it
     trains, its recorded validation loss is `evaluate` on the held-out
