@@ -65,7 +65,10 @@ def rouge_id_table(vocabulary):
     for i in range(size):
         if i in dropped:
             continue
-        piece = vocabulary.id_to_piece(i)
+        try:
+            piece = vocabulary.id_to_piece(i)
+        except ValueError:  # an id without a piece (a preset's gap)
+            continue
         if len(piece) > 2 and piece.startswith("<") and piece.endswith(">"):
             continue
         text = piece.lower()
