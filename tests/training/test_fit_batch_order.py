@@ -42,7 +42,7 @@ def test_fit_reads_the_first_order_of_a_reshuffling_dataset():
     model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse",
                   weighted_metrics=[keras.metrics.MeanAbsoluteError()])
-    build_loss_and_metrics(model, next(iter(shuffled_batches())))
+    assert build_loss_and_metrics(model, next(iter(shuffled_batches()))) == []
     assert read == []
     model.fit(data, epochs=1, steps_per_epoch=3, shuffle=False, verbose=0)
     # Every batch the pipeline produced (those trained and a few prefetched)
