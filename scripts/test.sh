@@ -2,7 +2,7 @@
 # Runs the test suite in the project's virtual environment (created if needed).
 #   bash scripts/test.sh          default suite: TensorFlow backend, and the
 #                                 backend-agnostic tests again under JAX
-#                                 (about 19 minutes on CI's 2 cores)
+#                                 (budget: 15 minutes on CI's 2 cores)
 #   bash scripts/test.sh slow     the tests marked `slow` (long trainings,
 #                                 memorisation, clusters) under TensorFlow,
 #                                 and the backend-agnostic `slow` and
@@ -39,7 +39,8 @@ run_pytest() {
 
 # Two processes share CI's two cores: the first runs the TensorFlow pass;
 # the second runs the backend-agnostic folders under JAX, then the TensorFlow
-# files in SECOND_TF (moved there to end the two processes together). Every
+# files and folders in second_tf (moved there to end the two processes
+# together: the cluster-heavy training files, export and evaluation). Every
 # test runs once per backend it belongs to. The second process's log is
 # printed after the first pass.
 #   two_passes TF_MARKERS JAX_MARKERS [pytest args]
@@ -51,8 +52,8 @@ two_passes() {
     [ -d "$d" ] && agnostic+=("$d")
   done
   for f in tests/training/test_weight_averaging.py tests/training/test_distributed.py \
-           tests/training/test_jax_training.py; do
-    if [ -f "$f" ]; then second_tf+=("$f"); ignore+=("--ignore=$f"); fi
+           tests/training/test_jax_training.py tests/export tests/evaluation; do
+    if [ -e "$f" ]; then second_tf+=("$f"); ignore+=("--ignore=$f"); fi
   done
   local second_log basetemp second_pid tf_rc second_rc
   second_log="$(mktemp)"
