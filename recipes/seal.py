@@ -17,10 +17,6 @@ where they come from); only the labels differ.
 import dataclasses
 import math
 
-import numpy as np
-
-from keras_hsum.features import PROXY_LABELS
-from keras_hsum.features import SEGMENT_LABELS
 from keras_hsum.models.seal import SEAL
 from keras_hsum.recipes import extractive_abstractive
 from keras_hsum.recipes.base import Recipe
@@ -70,32 +66,17 @@ def num_segments(config):
     return math.ceil((config.max_target_length - 1) / config.segment_length)
 
 
-def fixed_segment_labels(segment_length, vocabulary, segments):
-    """`seal_labels(segment_length, vocabulary)` with `segment_labels` cut
-    or zero-padded to exactly `segments` rows ([M,P] per example), so that
-    `pad_to_max=True` batches have a static shape."""
-    from keras_hsum.data.pipeline import declare_features
+def labels(config, vocabulary):
+    """`proxy_labels` [P] and `segment_labels` [M,P] (M = `num_segments`,
+    cut or zero-padded: a static shape for `pad_to_max=True`), computed in
+    the tf.data graph on token ids (`seal_labels`' `graph_features`)."""
     from keras_hsum.data.pipeline import seal_labels
 
-    base = seal_labels(segment_length=segment_length, vocabulary=vocabulary)
-
-    @declare_features(
-        proxy_labels=("float32", ("P",)),
-        segment_labels=("float32", (segments, "P")),
-    )
-    def seal_segment_labels(example, structured):
-        out = base(example, structured)
-        labels = np.asarray(out[SEGMENT_LABELS], np.float32)[:segments]
-        fixed = np.zeros((segments, labels.shape[1]), np.float32)
-        fixed[: labels.shape[0]] = labels
-        return {PROXY_LABELS: out[PROXY_LABELS], SEGMENT_LABELS: fixed}
-
-    return seal_segment_labels
-
-
-def labels(config, vocabulary):
-    """`proxy_labels` [P] and `segment_labels` [M,P] (M = `num_segments`)."""
-    return [fixed_segment_labels(config.segment_length, vocabulary, num_segments(config))]
+    return [seal_labels(
+        segment_length=config.segment_length,
+        vocabulary=vocabulary,
+        num_segments=num_segments(config),
+    )]
 
 
 RECIPE = Recipe(
