@@ -137,6 +137,7 @@ def one_device_and_mirrored(corpus):
     }
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): its fixture trains twice (130 s on CI); test_mirrored_loop_clips_the_global_gradient keeps tf.distribute in the default suite
 def test_mirrored_over_two_cpus_matches_one_device(one_device_and_mirrored):
     (single, single_weights, _) = one_device_and_mirrored["default"]
     (mirrored, mirrored_weights, _) = one_device_and_mirrored["mirrored"]
@@ -153,6 +154,7 @@ def test_mirrored_over_two_cpus_matches_one_device(one_device_and_mirrored):
                                    err_msg=key)
 
 
+@pytest.mark.slow  # default-suite budget (docs/testing.md): shares the two-training fixture with the test above
 def test_mirrored_keeps_the_best_accuracy_as_fit_does(one_device_and_mirrored):
     """checkpoint_monitor=val_accuracy (both runs): best.json names the
     epoch of the highest val_accuracy in the run's own history, the same
