@@ -40,7 +40,8 @@ run_pytest() {
 # Two processes share CI's two cores: the first runs the TensorFlow pass;
 # the second runs the backend-agnostic folders under JAX, then the TensorFlow
 # files and folders in second_tf (moved there to end the two processes
-# together: the cluster-heavy training files, export and evaluation). Every
+# together: the cluster-heavy training files, export, evaluation and the
+# TensorFlow run of tests/layers). Every
 # test runs once per backend it belongs to. The second process's log is
 # printed after the first pass.
 #   two_passes TF_MARKERS JAX_MARKERS [pytest args]
@@ -52,7 +53,7 @@ two_passes() {
     [ -d "$d" ] && agnostic+=("$d")
   done
   for f in tests/training/test_weight_averaging.py tests/training/test_distributed.py \
-           tests/training/test_jax_training.py tests/export tests/evaluation; do
+           tests/training/test_jax_training.py tests/export tests/evaluation tests/layers; do
     if [ -e "$f" ]; then second_tf+=("$f"); ignore+=("--ignore=$f"); fi
   done
   local second_log basetemp second_pid tf_rc second_rc
