@@ -20,6 +20,7 @@ import collections
 import tensorflow as tf
 
 from keras_hsum.data.structuring.segments import group_rows
+from keras_hsum.data.structuring.segments import length_rows
 
 # Where each row goes: example `batch[r]`, slot `slot[r]` (int32 [R]),
 # where `kept[r]` (bool [R]); B = num_batch, P = num_slots.
@@ -59,7 +60,7 @@ def family_rows(family, sentences, max_tokens, tokenizer, pack="paragraph"):
 def _sentence_rows(sentences):
     count = tf.shape(sentences["lengths"])[0]
     return dict(
-        token_row=tf.cast(sentences["ids"].value_rowids(), tf.int32),
+        token_row=length_rows(sentences["lengths"]),
         token_column=tf.cast(
             tf.ragged.range(sentences["lengths"]).flat_values, tf.int32
         ),
@@ -76,7 +77,7 @@ def _section_rows(sentences):
     first = tf.math.unsorted_segment_min(tf.range(tf.shape(row)[0]), row, num_rows)
     before = tf.cumsum(sentences["lengths"], exclusive=True)
     offset = before - tf.gather(before, tf.gather(first, row))
-    token_sentence = tf.cast(sentences["ids"].value_rowids(), tf.int32)
+    token_sentence = length_rows(sentences["lengths"])
     column = tf.gather(offset, token_sentence) + tf.cast(
         tf.ragged.range(sentences["lengths"]).flat_values, tf.int32
     )
@@ -99,56 +100,60 @@ def pack(lengths, groups, max_tokens):
 
     Args:
         lengths: int32 [S] (> 0) tokens per sentence.
-        groups: int32 [S] non-decreasing group of each sentence; rows
-            never cross groups.
+        groups: [S] non-decreasing group of each sentence; rows never
+            cross groups.
         max_tokens: T.
 
     Returns:
         `(row, column, forced)`, each [S]: the row of each sentence's first
         token, its column, and whether it was split at token boundaries
         (longer than T); a token j of sentence s lies at position
-        column + j of row row, counted over rows of T.
+        column + j of row row, counted over rows of T. A forced sentence
+        starts its own ceil(length / T) rows (column 0) and the next
+        sentence starts a new row.
+
+    The row starts are found by pointer jumping, in about log2(rows)
+    steps over all sentences at once (not one step per sentence).
     """
     limit = tf.constant(max_tokens, tf.int32)
-    # Rows never cross groups, so every group packs on its own: the
-    # scan runs over the j-th sentence of all groups at once (as many
-    # steps as the longest group has sentences, not one per sentence),
-    # and each group's rows follow those of the groups before it.
     count = tf.shape(lengths)[0]
-    group = group_rows(groups)
-    num_groups = tf.maximum(tf.reduce_max(group) + 1, 0)
-    first = tf.math.unsorted_segment_min(tf.range(count), group, num_groups)
-    within = tf.range(count) - tf.gather(first, group)
-    # At least one step (of zeros: no sentence), so that the scan of a
-    # batch without text still has a shape.
-    depth = tf.reduce_max(tf.concat([within + 1, [1]], 0))
-    index = tf.stack([within, group], 1)
-    grid = tf.scatter_nd(index, lengths, tf.stack([depth, num_groups]))
-
-    def step(state, length):  # length: int32 [G], 0 where a group ended
-        used, current, _, _ = state
-        present = length > 0
-        forced = length > limit
-        join = present & ~forced & (current > 0) & (current + length <= limit)
-        row = tf.where(join, used - 1, used)
-        column = tf.where(join, current, 0)
-        grown = tf.where(forced, used + (length + limit - 1) // limit, used + 1)
-        used = tf.where(present & ~join, grown, used)
-        current = tf.where(
-            present,
-            tf.where(join, current + length, tf.where(forced, 0, length)),
-            current,
-        )
-        return used, current, row, column
-
-    zeros = tf.zeros([num_groups], tf.int32)
-    used, _, rows, columns = tf.scan(
-        step, grid, initializer=(zeros, zeros, zeros, zeros)
+    index = tf.range(count)
+    forced = lengths > limit
+    end = tf.cumsum(lengths)
+    begin = end - lengths  # tokens before each sentence, strictly increasing
+    # A row starting at sentence i (not forced) ends before the first later
+    # sentence that starts a group or would take the row past T tokens (a
+    # forced one always does); after a forced sentence the next one starts
+    # a row. `following[i]` > i: the sentence that starts the next row.
+    first = tf.concat(
+        [tf.ones([tf.minimum(count, 1)], tf.bool), groups[1:] != groups[:-1]], 0
     )
-    offset = tf.cumsum(used[-1], exclusive=True)
-    row = tf.gather(offset, group) + tf.gather_nd(rows, index)
-    column = tf.gather_nd(columns, index)
-    return row, column, lengths > limit
+    firsts = tf.concat([tf.cast(tf.where(first)[:, 0], tf.int32), [count]], 0)
+    next_group = tf.gather(firsts, tf.cumsum(tf.cast(first, tf.int32)))
+    overflow = tf.searchsorted(end, begin + limit, side="right", out_type=tf.int32)
+    following = tf.where(forced, index + 1, tf.minimum(overflow, next_group))
+    # The row starts are the chain 0, following[0], ... (S ends it). Pointer
+    # jumping: after k steps `jump` goes 2^k links ahead and `start` marks
+    # the chain's first 2^k sentences.
+    jump = tf.concat([following, [count]], 0)
+    start = tf.range(count + 1) < 1
+
+    def link(start, jump):
+        reached = tf.math.unsorted_segment_max(
+            tf.cast(start, tf.int32), jump, count + 1
+        )
+        return start | (reached > 0), tf.gather(jump, jump)
+
+    start, _ = tf.while_loop(lambda start, jump: jump[0] < count, link, (start, jump))
+    start = start[:count]
+    # Each sentence's row start is the last start at or before it.
+    owner = tf.cumsum(tf.cast(start, tf.int32)) - 1
+    rows_from = tf.boolean_mask(
+        tf.where(forced, (lengths + limit - 1) // limit, 1), start
+    )
+    row = tf.gather(tf.cumsum(rows_from, exclusive=True), owner)
+    column = begin - tf.gather(tf.boolean_mask(begin, start), owner)
+    return row, column, forced
 
 
 def _packed_rows(sentences, groups, max_tokens, tokenizer):
@@ -161,7 +166,7 @@ def _packed_rows(sentences, groups, max_tokens, tokenizer):
         + (column[-1] + sentences["lengths"][-1] + limit - 1) // limit,
         lambda: 0,
     )
-    token_sentence = tf.cast(sentences["ids"].value_rowids(), tf.int32)
+    token_sentence = length_rows(sentences["lengths"])
     position = tf.gather(column, token_sentence) + tf.cast(
         tf.ragged.range(sentences["lengths"]).flat_values, tf.int32
     )
