@@ -98,6 +98,12 @@ class Patterns:
     Attributes:
         strip: leading or trailing whitespace (`str.strip`).
         space: a run of whitespace (`str.split`'s separators).
+        leading_space: whitespace at the start of a string.
+        trailing_space: whitespace at the end of a string.
+        boundary: a possible sentence boundary: `.`/`!`/`?` and closers
+            (the end of a chunk), then the whitespace after them.
+        before_last_word: everything up to a string's last whitespace
+            (removing it leaves the last whitespace-separated word).
         ends: a chunk ending with `.`/`!`/`?` and closers.
         head: a chunk cut into its text before the terminal punctuation
             (group 1) and the first mark (group 2).
@@ -118,6 +124,10 @@ class Patterns:
 
     strip: str
     space: str
+    leading_space: str
+    trailing_space: str
+    boundary: str
+    before_last_word: str
     ends: str
     head: str
     openers: str
@@ -143,6 +153,10 @@ def patterns():
     return Patterns(
         strip=f"^[{space}]+|[{space}]+$",
         space=f"[{space}]+",
+        leading_space=f"^[{space}]+",
+        trailing_space=f"[{space}]+$",
+        boundary=f"[.!?][{closers}]*[{space}]+",
+        before_last_word=f"(?s)^.*[{space}]",
         ends=f"(?s).*[.!?][{closers}]*",
         head=f"(?s)^(.*?)([.!?])[.!?]*[{closers}]*$",
         openers=f"^[{openers}]+",
