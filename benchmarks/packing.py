@@ -14,9 +14,8 @@ CPU time of:
   train sample, structured by its tiny config (SEAL: snippets per
   document; HT: paragraphs);
 - `family_rows` (the whole packing stage: `pack`, the rows' token
-  positions and texts), now and as before (traced with the scan version
-  and `RaggedTensor.value_rowids()` for the token -> sentence index, in
-  place of `segments.length_rows`).
+  positions and texts), now and as before (traced with `_packed_rows` as
+  it was, `packed_rows_before`, kept here).
 
 It checks that both versions of each give the same outputs.
 CPU ms per example, the least of `--repeats` passes; ratios within the run.
@@ -88,16 +87,66 @@ def scan_pack(lengths, groups, max_tokens):
     return row, column, lengths > limit
 
 
-def value_rowids_rows(lengths):
-    """The row of each item as `RaggedTensor.value_rowids()` computes it
-    (a repeat through a [rows, longest row] mask): what `family_rows` used
-    before `segments.length_rows`."""
-    ragged = tf.RaggedTensor.from_row_lengths(tf.zeros([tf.reduce_sum(lengths)]), lengths)
-    return tf.cast(ragged.value_rowids(), tf.int32)
+def packed_rows_before(sentences, groups, max_tokens, tokenizer):
+    """`rows._packed_rows` before issue 58 item 3b, as it was but for
+    `scan_pack`: per-row values by segment reductions over the tokens and
+    the token -> sentence index by `RaggedTensor.value_rowids()` (a repeat
+    through a [sentences, longest sentence] mask)."""
+    limit = max_tokens
+    row, column, forced = scan_pack(sentences["lengths"], groups, max_tokens)
+    count = tf.shape(row)[0]
+    num_rows = tf.cond(
+        count > 0,
+        lambda: row[-1]
+        + (column[-1] + sentences["lengths"][-1] + limit - 1) // limit,
+        lambda: 0,
+    )
+    token_sentence = tf.cast(sentences["ids"].value_rowids(), tf.int32)
+    position = tf.gather(column, token_sentence) + tf.cast(
+        tf.ragged.range(sentences["lengths"]).flat_values, tf.int32
+    )
+    token_row = tf.gather(row, token_sentence) + position // limit
+    token_forced = tf.gather(forced, token_sentence)
+    row_forced = (
+        tf.math.unsorted_segment_max(
+            tf.cast(token_forced, tf.int32), token_row, num_rows
+        )
+        > 0
+    )
+    row_sentence = tf.math.unsorted_segment_min(token_sentence, token_row, num_rows)
+    joined = tf.strings.reduce_join(
+        tf.RaggedTensor.from_value_rowids(
+            tf.boolean_mask(sentences["text"], ~forced),
+            tf.boolean_mask(row, ~forced),
+            nrows=num_rows,
+        ),
+        axis=1,
+        separator=" ",
+    )
+    # A row cut out of an over-long sentence reads as its pieces:
+    # detokenise those rows only.
+    forced_rows = tf.where(row_forced)[:, 0]
+    in_forced = tf.gather(row_forced, token_row)
+    compact = tf.cumsum(tf.cast(row_forced, tf.int32)) - 1
+    pieces = tokenizer.detokenize(
+        tf.RaggedTensor.from_value_rowids(
+            tf.boolean_mask(sentences["ids"].flat_values, in_forced),
+            tf.gather(compact, tf.boolean_mask(token_row, in_forced)),
+            nrows=tf.shape(forced_rows, out_type=tf.int32)[0],
+        )
+    )
+    return dict(
+        token_row=token_row,
+        token_column=position % limit,
+        num_rows=num_rows,
+        batch=tf.gather(sentences["batch"], row_sentence),
+        document=tf.gather(sentences["document"], row_sentence),
+        text=tf.tensor_scatter_nd_update(joined, forced_rows[:, None], pieces),
+    )
 
 
 # `structuring.rows`' helpers before issue 58 item 3b.
-BEFORE = {"pack": scan_pack, "length_rows": value_rowids_rows}
+BEFORE = {"_packed_rows": packed_rows_before}
 
 
 def _best(run, repeats):

@@ -158,27 +158,20 @@ def pack(lengths, groups, max_tokens):
 
 def _packed_rows(sentences, groups, max_tokens, tokenizer):
     limit = max_tokens
-    row, column, forced = pack(sentences["lengths"], groups, max_tokens)
-    count = tf.shape(row)[0]
-    num_rows = tf.cond(
-        count > 0,
-        lambda: row[-1]
-        + (column[-1] + sentences["lengths"][-1] + limit - 1) // limit,
-        lambda: 0,
-    )
-    token_sentence = length_rows(sentences["lengths"])
+    lengths = sentences["lengths"]
+    row, column, forced = pack(lengths, groups, max_tokens)
+    # Per row, from the sentences (not their tokens): a row start (column
+    # 0) begins one row, a forced one ceil(length / T) rows.
+    starts = tf.cast(tf.where(column == 0)[:, 0], tf.int32)
+    rows_from = tf.gather(tf.where(forced, (lengths + limit - 1) // limit, 1), starts)
+    num_rows = tf.reduce_sum(rows_from)
+    row_sentence = tf.gather(starts, length_rows(rows_from))
+    row_forced = tf.gather(forced, row_sentence)
+    token_sentence = length_rows(lengths)
     position = tf.gather(column, token_sentence) + tf.cast(
-        tf.ragged.range(sentences["lengths"]).flat_values, tf.int32
+        tf.ragged.range(lengths).flat_values, tf.int32
     )
     token_row = tf.gather(row, token_sentence) + position // limit
-    token_forced = tf.gather(forced, token_sentence)
-    row_forced = (
-        tf.math.unsorted_segment_max(
-            tf.cast(token_forced, tf.int32), token_row, num_rows
-        )
-        > 0
-    )
-    row_sentence = tf.math.unsorted_segment_min(token_sentence, token_row, num_rows)
     joined = tf.strings.reduce_join(
         tf.RaggedTensor.from_value_rowids(
             tf.boolean_mask(sentences["text"], ~forced),
