@@ -29,6 +29,10 @@ class HierarchicalPositionEncoding(keras.layers.Layer):
         scale_embeddings: multiply token embeddings by sqrt(D) before adding
             the encoding (as HT's OpenNMT-based code does).
         embeddings_initializer: initializer of the embedding matrix.
+        token_embedding: an existing `keras.layers.ReversibleEmbedding` of
+            [V, D] to embed the tokens with (e.g. a decoder's, to tie source
+            and target embeddings), or None to make one. A given layer is
+            shared, not serialized: whoever passes it rebuilds it.
 
     Call arguments:
         token_ids: int [B, P, T].
@@ -55,6 +59,7 @@ class HierarchicalPositionEncoding(keras.layers.Layer):
         max_wavelength=10000,
         scale_embeddings=True,
         embeddings_initializer="glorot_uniform",
+        token_embedding=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -68,13 +73,24 @@ class HierarchicalPositionEncoding(keras.layers.Layer):
         self.max_wavelength = max_wavelength
         self.scale_embeddings = scale_embeddings
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
-        self.token_embedding = keras.layers.ReversibleEmbedding(
-            vocabulary_size,
-            hidden_dim,
-            embeddings_initializer=self.embeddings_initializer,
-            dtype=self.dtype_policy,
-            name="token_embedding",
-        )
+        if token_embedding is None:
+            token_embedding = keras.layers.ReversibleEmbedding(
+                vocabulary_size,
+                hidden_dim,
+                embeddings_initializer=self.embeddings_initializer,
+                dtype=self.dtype_policy,
+                name="token_embedding",
+            )
+        elif (token_embedding.input_dim, token_embedding.output_dim) != (
+            vocabulary_size, hidden_dim
+        ):
+            raise ValueError(
+                "HierarchicalPositionEncoding: `token_embedding` must embed "
+                f"vocabulary_size={vocabulary_size} ids in hidden_dim={hidden_dim}; "
+                f"received an embedding of {token_embedding.input_dim} x "
+                f"{token_embedding.output_dim}."
+            )
+        self.token_embedding = token_embedding
         self.paragraph_encoding = SinePositionEncoding(
             max_wavelength, dtype=self.dtype_policy, name="paragraph_encoding"
         )

@@ -155,12 +155,13 @@ class HierarchicalTransformer(FlatMemorySummarizer):
             vocabulary_size=vocabulary_size,
             hidden_dim=hidden_dim,
             scale_embeddings=True,
+            # Tie source and target embeddings: one ReversibleEmbedding
+            # object (Embedding.build returns early once built, so it is
+            # built once), and no second, never-built one to track.
+            token_embedding=self.decoder.token_embedding,
             dtype=self.dtype_policy,
             name="position_encoding",
         )
-        # Tie source and target embeddings: one ReversibleEmbedding object
-        # (Embedding.build returns early once built, so it is built once).
-        self.position_encoding.token_embedding = self.decoder.token_embedding
         self.source_token_shift = (
             TokenShift(dtype=self.dtype_policy, name="source_token_shift")
             if self.token_shift

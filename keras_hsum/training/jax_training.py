@@ -301,12 +301,12 @@ def build_loss_and_metrics(model, batch):
     TensorFlow. Nothing is computed: the loss and metrics are traced on the
     batch's shapes (`backend.compute_output_spec`), as `fit` would.
 
-    A layer that the forward pass never calls stays unbuilt (HT's
-    `position_encoding` keeps the embedding it made before HT gave it the
-    decoder's): JAX's `fit` then still reads an iterator of its own in every
-    call. Such a run is warned about; it trains on the pipeline's second
-    order in every `fit` call, so it still resumes exactly, but not on
-    TensorFlow's batches.
+    A layer that the forward pass never calls would stay unbuilt (no
+    recipe's model has one: tests/training/test_jax_training.py checks
+    every recipe): JAX's `fit` then still reads an iterator of its own in
+    every call. Such a run is warned about; it trains on the pipeline's
+    second order in every `fit` call, so it still resumes exactly, but not
+    on TensorFlow's batches.
 
     Args:
         model: the model of `keras_hsum.training.model_setup.build_compiled_model`.
