@@ -17,6 +17,7 @@ evaluation they are fixed by `seed`.
 
 import dataclasses
 import os
+import re
 
 import keras
 import numpy as np
@@ -216,6 +217,15 @@ def pair_label(example):
 def summary_features(config, vocabulary):
     """An extra: the pair's summary as sentences, and the pair's label.
 
+    In `make_dataset` it runs in the graph (`graph_features`, on each chunk
+    of pairs, no `tf.py_function`): the chunk's summaries are written as
+    one paragraph each and structured as one batch, and the label compares
+    the stripped summary with the stripped references. Called in Python
+    (one pair), it splits the summary with the Python `split_sentences`,
+    renders it (`_summary_example`) and compares with `pair_label`: the
+    same features (tests/test_shte_summary_features.py checks every pair of
+    the bundled scitldr_a sample).
+
     Returns:
         A `keras_hsum.data.pipeline` extra returning `summary_tokens` int32
         [Q,T], `summary_token_mask` bool [Q,T], `summary_paragraph_mask`
@@ -227,6 +237,8 @@ def summary_features(config, vocabulary):
     from keras_hsum.data import reader as reader_lib
     from keras_hsum.data.pipeline import declare_features
     from keras_hsum.data.structurer import TextStructurer
+    from keras_hsum.data.structuring.character_classes import character_classes
+    from keras_hsum.data.structuring.character_classes import patterns
 
     rows, width, pad_id = (
         config.max_summary_sentences,
@@ -235,6 +247,12 @@ def summary_features(config, vocabulary):
     )
 
     structurer = TextStructurer(vocabulary.proto, "sentences", rows, width)
+    strip = patterns().strip
+    line_break = "[{0}]*\n[{0}]*".format(character_classes()["space"])
+    marker = "|".join(
+        (re.escape(reader_lib.SECTION_BREAK), re.escape(reader_lib.DOCUMENT_BREAK),
+         reader_lib.ESCAPED_MARKER)
+    )
 
     @declare_features(
         summary_tokens=("int32", (rows, "T"), pad_id),
@@ -254,6 +272,37 @@ def summary_features(config, vocabulary):
             "label": np.asarray(pair_label(example), np.int32),
         }
 
+    def graph_features(features, table):
+        """A chunk's pairs -> the four features with a batch axis B.
+
+        `features["summary"]` tf.string [B] and `features["references"]`
+        tf.string [B, None] (ragged) are the pairs' raw strings; `table`
+        is not used. Each summary is written as one paragraph, as
+        `render_documents(_summary_example(...))` writes it (whitespace
+        with a line break -> one space, stripped, a marker escaped; the
+        structurer's splitter then finds the same sentences, the Python
+        `split_sentences` having only changed whitespace between them),
+        and structured as a batch of one-document examples.
+        """
+        del table
+        summary = features["summary"]
+        text = tf.strings.regex_replace(summary, line_break, " ")
+        text = tf.strings.regex_replace(text, strip, "")
+        escape = tf.strings.regex_full_match(text, marker)
+        text = tf.where(escape, tf.strings.join(["\\", text]), text)
+        built = structurer(tf.expand_dims(text, 1))
+        references = features["references"]
+        stripped = tf.strings.regex_replace(references.flat_values, strip, "")
+        own = tf.gather(tf.strings.regex_replace(summary, strip, ""), references.value_rowids())
+        label = tf.reduce_any(references.with_flat_values(tf.equal(stripped, own)), axis=1)
+        return {
+            SUMMARY_TOKENS: built[TOKENS],
+            SUMMARY_TOKEN_MASK: built[TOKEN_MASK],
+            SUMMARY_PARAGRAPH_MASK: built[PARAGRAPH_MASK],
+            "label": tf.cast(label, tf.int32),
+        }
+
+    summary.graph_features = graph_features
     return summary
 
 
