@@ -4,6 +4,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_hsum.data.structuring.segments import length_rows
+from keras_hsum.data.structuring.segments import pair_ids
 
 
 def test_length_rows_equals_value_rowids():
@@ -19,3 +20,26 @@ def test_length_rows_equals_value_rowids():
         np.testing.assert_array_equal(rows, ragged.value_rowids())
         np.testing.assert_array_equal(rows, np.repeat(np.arange(len(lengths)), lengths))
         assert rows.dtype == tf.int32
+
+
+def test_pair_ids_number_pairs_by_first_appearance():
+    """Against a Python dict numbering each (example, string) pair at its
+    first appearance, examples in any order, strings shared across
+    examples, one with a space (the old `as_string(batch) + " " + key`),
+    and no items."""
+    random = np.random.default_rng(1)
+    words = ["a", "b", "a b", "1 a", "", "é", "B"]
+    cases = [([], []), (["a"], [0]), (["a", "a", "a"], [2, 0, 2])]
+    for _ in range(20):
+        size = int(random.integers(1, 60))
+        cases.append((
+            [words[i] for i in random.integers(0, len(words), size)],
+            random.integers(0, 4, size).tolist(),
+        ))
+    for keys, batch in cases:
+        numbering = {}
+        expected = [numbering.setdefault((b, k), len(numbering)) for k, b in zip(keys, batch)]
+        ids, size = pair_ids(tf.constant(keys, tf.string), tf.constant(batch, tf.int32))
+        np.testing.assert_array_equal(ids.numpy().reshape(-1), np.array(expected, np.int32))
+        assert int(size) == len(numbering)
+        assert ids.dtype == tf.int32

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from keras_hsum.data.structuring import ranking
 from keras_hsum.data.structuring.segments import group_rows
+from keras_hsum.data.structuring.segments import length_rows
 from keras_hsum.data.structuring.segments import local_index
 from keras_hsum.data.structuring.statistics import flat_statistics
 from keras_hsum.features import TOKENS
@@ -61,7 +62,7 @@ def flat_features(sentences, context, num_batch, *, max_tokens, rank, pad_id,
         tf.cumsum(tf.scatter_nd(by_rank, step, grid), axis=1, exclusive=True),
         by_rank,
     )
-    token_sentence = tf.cast(sentences["ids"].value_rowids(), tf.int32)
+    token_sentence = length_rows(sentences["ids"].row_lengths())
     before = tf.cumsum(sentences["lengths"], exclusive=True)
     within = before - tf.gather(before, tf.gather(first, row))
     token_paragraph = tf.gather(row, token_sentence)

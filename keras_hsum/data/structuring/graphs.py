@@ -15,6 +15,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from keras_hsum.data.structuring.character_classes import escape
+from keras_hsum.data.structuring.segments import length_rows
 from keras_hsum.data.structuring.segments import per_example_terms
 from keras_hsum.data.structuring.sentences import split_sentences
 from keras_hsum.features import DOCUMENT_IDS
@@ -141,7 +142,7 @@ def _similarity_graph(texts, valid, options, patterns):
         patterns.nonword,
         "",
     )
-    word_row = tf.cast(words.value_rowids(), tf.int32)
+    word_row = length_rows(words.row_lengths())
     word_batch = word_row // P
     local, size = per_example_terms(words.flat_values, word_batch, num_batch)
     counts = tf.scatter_nd(
@@ -243,7 +244,7 @@ def _shared_entities(texts, stop_words, patterns):
     sentence_text, sentence_row = split_sentences(tf.reshape(texts, [-1]), patterns)
     tokens = tf_text.regex_split(sentence_text, patterns.nonword, "")[:, 1:]
     values = tokens.flat_values
-    row = tf.gather(sentence_row, tf.cast(tokens.value_rowids(), tf.int32))
+    row = tf.gather(sentence_row, length_rows(tokens.row_lengths()))
     stop_pattern = "(?:" + "|".join(escape(word) for word in stop_words) + ")"
     entity = (
         (tf.strings.length(values, unit="UTF8_CHAR") >= 2)

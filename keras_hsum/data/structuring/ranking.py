@@ -20,7 +20,9 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from keras_hsum.data.structuring.rows import place_tokens
+from keras_hsum.data.structuring.segments import length_rows
 from keras_hsum.data.structuring.segments import local_index
+from keras_hsum.data.structuring.segments import pair_ids
 from keras_hsum.features import CONTEXT_TOKENS
 from keras_hsum.features import PARAGRAPH_MASK
 from keras_hsum.features import TOKENS
@@ -48,19 +50,13 @@ def tfidf_scores(texts, batch, context, num_batch, nonword_pattern):
     query = tf_text.regex_split(
         tf.strings.lower(context, encoding="utf-8"), nonword_pattern, ""
     )
-    word_row = tf.cast(words.value_rowids(), tf.int32)
-    query_batch = tf.cast(query.value_rowids(), tf.int32)
-    keys = tf.concat(
-        [
-            tf.strings.as_string(tf.gather(batch, word_row))
-            + " "
-            + words.flat_values,
-            tf.strings.as_string(query_batch) + " " + query.flat_values,
-        ],
-        0,
+    word_row = length_rows(words.row_lengths())
+    query_batch = length_rows(query.row_lengths())
+    # A term is a word of one example (ids by first appearance, words first).
+    term, num_terms = pair_ids(
+        tf.concat([words.flat_values, query.flat_values], 0),
+        tf.concat([tf.gather(batch, word_row), query_batch], 0),
     )
-    terms, term = tf.unique(keys, out_idx=tf.int32)
-    num_terms = tf.shape(terms)[0]
     num_words = tf.shape(words.flat_values)[0]
     row_term, query_term = term[:num_words], term[num_words:]
     pairs, _, counts = tf.unique_with_counts(

@@ -203,6 +203,29 @@ def _packed_rows(sentences, groups, max_tokens, tokenizer):
     )
 
 
+def _token_slots(rows, placement, max_tokens):
+    """Where the placed tokens go: `(kept, index)`, bool [n] (the sentence
+    tokens placed) and int32 [k] (their flat positions in [B*P*T])."""
+    T = max_tokens
+    token_row = rows["token_row"]
+    column = rows["token_column"]
+    kept = tf.gather(placement.kept, token_row) & (column < T)
+    row_index = (placement.batch * placement.num_slots + placement.slot) * T
+    index = tf.boolean_mask(tf.gather(row_index, token_row) + column, kept)
+    return kept, index
+
+
+def _scatter(slots, values, default, placement, max_tokens):
+    kept, index = slots
+    size = placement.num_batch * placement.num_slots * max_tokens
+    flat = tf.tensor_scatter_nd_update(
+        tf.fill(tf.reshape(size, [1]), tf.constant(default, values.dtype)),
+        index[:, None],
+        tf.boolean_mask(values, kept),
+    )
+    return tf.reshape(flat, tf.stack([placement.num_batch, placement.num_slots, max_tokens]))
+
+
 def place_values(rows, values, default, placement, max_tokens):
     """A value per sentence token, placed where its row goes.
 
@@ -217,35 +240,16 @@ def place_values(rows, values, default, placement, max_tokens):
         [B,P,T] of `values`' dtype: row r's first T values at example
         `batch[r]`, row `slot[r]`, where `kept[r]`; `default` elsewhere.
     """
-    T = max_tokens
-    token_row = rows["token_row"]
-    token_kept = tf.gather(placement.kept, token_row) & (rows["token_column"] < T)
-    token_index = tf.boolean_mask(
-        tf.stack(
-            [
-                tf.gather(placement.batch, token_row),
-                tf.gather(placement.slot, token_row),
-                rows["token_column"],
-            ],
-            1,
-        ),
-        token_kept,
-    )
-    shape = tf.stack([placement.num_batch, placement.num_slots, T])
-    return tf.tensor_scatter_nd_update(
-        tf.fill(shape, tf.constant(default, values.dtype)),
-        token_index,
-        tf.boolean_mask(values, token_kept),
-    )
+    slots = _token_slots(rows, placement, max_tokens)
+    return _scatter(slots, values, default, placement, max_tokens)
 
 
 def place_tokens(rows, sentences, pad_id, placement, max_tokens):
     """`tokens` int32 [B,P,T] (`pad_id` elsewhere) and `token_mask` bool
     [B,P,T] of the rows placed by `placement` (see `place_values`)."""
-    tokens = place_values(
-        rows, sentences["ids"].flat_values, pad_id, placement, max_tokens
-    )
-    token_mask = place_values(
-        rows, tf.ones_like(rows["token_row"], tf.bool), False, placement, max_tokens
+    slots = _token_slots(rows, placement, max_tokens)
+    tokens = _scatter(slots, sentences["ids"].flat_values, pad_id, placement, max_tokens)
+    token_mask = _scatter(
+        slots, tf.ones_like(rows["token_row"], tf.bool), False, placement, max_tokens
     )
     return tokens, token_mask

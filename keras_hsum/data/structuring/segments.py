@@ -62,6 +62,26 @@ def local_index(batch, num_batch):
     return positions - tf.gather(first, batch)
 
 
+def pair_ids(keys, batch):
+    """Ids of distinct (example, string) pairs, in order of first appearance.
+
+    What `tf.unique` numbers `as_string(batch) + " " + keys` as, without a
+    string per item: the distinct strings' ids, then the distinct
+    (example, string id) pairs'.
+
+    Args:
+        keys: tf.string [n].
+        batch: int [n], the example of each item.
+
+    Returns:
+        `(ids, size)`: int32 [n] and the number of distinct pairs (scalar).
+    """
+    strings, string = tf.unique(keys, out_idx=tf.int64)
+    num_strings = tf.shape(strings, out_type=tf.int64)[0]
+    pairs, ids = tf.unique(tf.cast(batch, tf.int64) * num_strings + string, out_idx=tf.int32)
+    return ids, tf.shape(pairs)[0]
+
+
 def per_example_terms(keys, batch, num_batch):
     """Ids of distinct strings within each example, from 0.
 
@@ -75,9 +95,7 @@ def per_example_terms(keys, batch, num_batch):
         strings of its example (in order of first appearance), and V, one
         more than the largest id (at least 1).
     """
-    _, term = tf.unique(
-        tf.strings.as_string(batch) + " " + keys, out_idx=tf.int32
-    )
+    term, _ = pair_ids(keys, batch)
     # tf.unique numbers strings by first appearance, so each example's
     # distinct strings have consecutive ids.
     first = tf.math.unsorted_segment_min(term, batch, num_batch)

@@ -42,6 +42,8 @@ few pieces per sentence, not on every word.
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from keras_hsum.data.structuring.segments import length_rows
+
 
 def split_sentences(paragraphs, patterns):
     """`split_sentences` on every paragraph.
@@ -56,7 +58,7 @@ def split_sentences(paragraphs, patterns):
     """
     pieces = tf_text.regex_split(paragraphs, patterns.boundary, patterns.boundary)
     values = pieces.flat_values
-    row = tf.cast(pieces.value_rowids(), tf.int32)
+    row = length_rows(pieces.row_lengths())
     count = tf.shape(values, out_type=tf.int64)[0]
     one = tf.ones([tf.minimum(count, 1)], tf.bool)
     is_delimiter = tf.strings.regex_full_match(values, patterns.boundary)

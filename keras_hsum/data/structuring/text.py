@@ -17,6 +17,7 @@ from keras_hsum.data.reader import DOCUMENT_BREAK
 from keras_hsum.data.reader import ESCAPED_MARKER
 from keras_hsum.data.reader import SECTION_BREAK
 from keras_hsum.data.structuring.segments import group_rows
+from keras_hsum.data.structuring.segments import length_rows
 
 # A whole line that is an escaped marker (the reader's ESCAPED_MARKER).
 _UNESCAPE_PATTERN = f"^{ESCAPED_MARKER}$"
@@ -61,12 +62,12 @@ def paragraphs(documents, strip_pattern):
         tf.range(tf.shape(documents)[0], dtype=tf.int32), num_documents
     )
     lines = tf.strings.split(flat, sep="\n")
-    line_document = tf.cast(lines.value_rowids(), tf.int32)
+    line_document = length_rows(lines.row_lengths())
     line_batch = tf.gather(document_batch, line_document)
     stripped = tf.strings.regex_replace(lines.flat_values, strip_pattern, "")
     is_first = tf.equal(
         tf.range(tf.shape(stripped)[0], dtype=tf.int64),
-        tf.gather(lines.row_starts(), lines.value_rowids()),
+        tf.gather(lines.row_starts(), line_document),
     )
     separator = tf.equal(stripped, DOCUMENT_BREAK)
     section_break = tf.equal(stripped, SECTION_BREAK)
