@@ -16,8 +16,8 @@ ones):
 - `tfidf + rank`: `ranking.rank(ranking.tfidf_scores(...))` of the rows
   (the `paragraphs` family's ranking, run here on every row family);
 - `place_tokens`: `rows.place_tokens` of the first P rows of each example;
-- `similarity graph`: `graphs.paragraph_graph(..., "similarity", ...)` of
-  those rows' texts (HT's graph).
+- `similarity graph`, `discourse graph`: `graphs.paragraph_graph` of those
+  rows' texts (HT's graphs, default options).
 
 It checks that both versions of each give identical outputs.
 CPU ms per example, the least of `--repeats` passes; ratios within the run.
@@ -142,7 +142,7 @@ def _functions(modules, structure, base):
             tf.boolean_mask(values, place.kept),
         )
 
-    def graph(rows, local, num_batch):
+    def graph(rows, local, num_batch, kind="similarity"):
         place = placement(rows, local, num_batch)
         features = {
             "unit_texts": rows_tensor(rows["text"], "", place),
@@ -150,8 +150,8 @@ def _functions(modules, structure, base):
             DOCUMENT_IDS: rows_tensor(rows["document"], 0, place),
             PARAGRAPH_INDEX: rows_tensor(local, 0, place),
         }
-        _, options = modules["graphs"].check_graph("similarity", {})
-        return modules["graphs"].paragraph_graph(features, "similarity", options, patterns)
+        _, options = modules["graphs"].check_graph(kind, {})
+        return modules["graphs"].paragraph_graph(features, kind, options, patterns)
 
     return {
         "paragraphs": function(
@@ -168,6 +168,8 @@ def _functions(modules, structure, base):
             placement(c["rows"], c["local"], tf.shape(c["documents"])[0]), T)),
         "similarity graph": function(
             lambda c: graph(c["rows"], c["local"], tf.shape(c["documents"])[0])),
+        "discourse graph": function(lambda c: graph(
+            c["rows"], c["local"], tf.shape(c["documents"])[0], "discourse")),
     }
 
 
