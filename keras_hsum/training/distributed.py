@@ -60,6 +60,7 @@ from keras_hsum.training.callbacks import finalize_averaged_weights
 from keras_hsum.training.model_setup import build_compiled_model
 from keras_hsum.training.model_setup import make_strategy
 from keras_hsum.training.model_setup import recipe_callbacks
+from keras_hsum.training.model_setup import seed_model_building
 from keras_hsum.training.model_setup import warm_start
 from keras_hsum.training.run_folder import TrainResult
 from keras_hsum.training.run_folder import epoch_history
@@ -353,14 +354,13 @@ def custom_fit(
     chief = is_chief(strategy)
     write_dir = out if chief else tempfile.mkdtemp(prefix="keras_hsum_worker_")
     try:
-        x, y, sample_weight = _unpack(next(iter(val_data())))
-        keras.utils.set_random_seed(config.seed)
-        # set_random_seed cleared TensorFlow's eager kernel cache, and with
-        # it the SentencePiece resource of any dataset built before: build
-        # the datasets now (the same seeds give the same batches).
-        # (Per-worker datasets are built by distribute_worker_data, later.)
-        global_train_data = None if per_worker_data else train_data()
         val_data = val_data()
+        x, y, sample_weight = _unpack(next(iter(val_data)))
+        # Each dataset is built once (per-worker datasets later, by
+        # distribute_worker_data); the weights are drawn from the seed
+        # without clearing the datasets' SentencePiece resources.
+        global_train_data = None if per_worker_data else train_data()
+        seed_model_building(config.seed)
         with strategy.scope():
             model = build_compiled_model(
                 recipe, config, vocabulary.vocabulary_size, x

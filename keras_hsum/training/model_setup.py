@@ -8,8 +8,10 @@ start from another run's weights. Both training loops (`model.fit` in
 import dataclasses
 import json
 import os
+import random
 
 import keras
+import numpy as np
 
 from keras_hsum import run_folder
 from keras_hsum.decoding.reinforce import ReinforceObjective
@@ -165,6 +167,27 @@ def replica_placement():
     if context is None:  # cross-replica: the whole batch
         return 0, 1
     return context.replica_id_in_sync_group, context.num_replicas_in_sync
+
+
+def seed_model_building(seed):
+    """`keras.utils.set_random_seed(seed)` without `tf.random.set_seed`.
+
+    Python's, NumPy's and Keras's global generators (which every weight
+    initializer and dropout seed draws from) restart at `seed`, so a model
+    built next has the weights it would have after `set_random_seed`.
+    TensorFlow's global seed is left as the run set it before building its
+    datasets: setting it clears TensorFlow's eager kernel cache, and with
+    it the SentencePiece resource of every dataset built before, which
+    would then have to be built (traced) again.
+    """
+    from keras.src.backend.common import global_state
+    from keras.src.random import seed_generator
+    from keras.src.utils import rng_utils
+
+    global_state.set_global_attribute(rng_utils.GLOBAL_RANDOM_SEED, seed)
+    global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, None)
+    random.seed(seed)
+    np.random.seed(seed)
 
 
 def build_compiled_model(recipe, config, vocabulary_size, sample_inputs):

@@ -70,6 +70,7 @@ from keras_hsum.training.model_setup import make_strategy
 from keras_hsum.training.model_setup import recipe_callbacks
 from keras_hsum.training.model_setup import recipe_declaration
 from keras_hsum.training.model_setup import recipe_metrics
+from keras_hsum.training.model_setup import seed_model_building
 from keras_hsum.training.model_setup import sequence_objective
 from keras_hsum.training.model_setup import warm_start
 from keras_hsum.training.run_folder import TrainResult
@@ -224,7 +225,6 @@ def _fit_path(recipe, config, out, data, recipe_name, max_minutes, verbose, extr
     make_train_data, make_val_data = _dataset_makers(
         recipe, config, train_source, val_source, vocabulary
     )
-    train_data = make_train_data()
     val_data = batch_filter(make_val_data())
     fit_val_data = _counted(val_data, config.validation_steps)
     if not fit_val_data.cardinality():
@@ -261,7 +261,13 @@ def _fit_path(recipe, config, out, data, recipe_name, max_minutes, verbose, extr
     # `train_data` here would shift the shuffle order of the one `fit` uses.
     with naming_corrupt_shards(sharded):
         sample_batch = next(iter(val_data))
-    keras.utils.set_random_seed(config.seed)
+    train_data = make_train_data()
+    # The model's weights are drawn from the seed again (Python's, NumPy's
+    # and Keras's generators), but TensorFlow's global seed stays set:
+    # setting it would clear TensorFlow's eager kernel cache, and with it
+    # the SentencePiece resource of the datasets just built, which would
+    # then have to be built (traced) again. Every shuffle has its own seed.
+    seed_model_building(config.seed)
     with _model_scope(tf_strategy):
         model = build_compiled_model(
             recipe, config, vocabulary.vocabulary_size, sample_batch[0]
@@ -270,11 +276,6 @@ def _fit_path(recipe, config, out, data, recipe_name, max_minutes, verbose, extr
         # JAX's fit would otherwise open an iterator of its own on the
         # training data to build the loss and metrics (see the function).
         jax_training.build_loss_and_metrics(model, sample_batch)
-    # set_random_seed cleared TensorFlow's eager kernel cache, and with it
-    # the SentencePiece resource of the datasets built above: build them
-    # again (the same seeds give the same batches).
-    train_data = make_train_data()
-    fit_val_data = _counted(batch_filter(make_val_data()), config.validation_steps)
     backup_dir = run_folder.path(out, run_folder.BACKUP)
     done = TrainingBackup.restore(model, backup_dir)
     if init_from is not None and not done:
