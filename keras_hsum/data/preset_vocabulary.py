@@ -297,8 +297,8 @@ class PresetVocabulary:
         """A `PresetGraphTokenizer` for a `TextStructurer`.
 
         T5's SentencePiece op holds a resource that
-        `keras.utils.set_random_seed` frees (as the trainer does between
-        building the datasets and fitting): every call gets a new copy of
+        `keras.utils.set_random_seed` frees (when it is called after a
+        structurer was built): every call gets a new copy of
         the tokenizer, as `Vocabulary` users build a new tensorflow-text
         tokenizer per structurer. BART's lookup tables survive it, and the
         one graph tokenizer (traced once, which takes seconds) is shared.
