@@ -515,6 +515,42 @@ def _write(args, rows, started):
     return result
 
 
+def sentence_chunks(name, vocabulary, count):
+    """The structurer's inputs up to its sentences, for one row of `_structures`.
+
+    Returns:
+        `(structure, base, chunks, examples)`: the row's `ExampleStructure`,
+        a `TextStructurer` of that structure ranking in order and without
+        graphs, per chunk of `CHUNK` examples a dict of `documents`,
+        `title`, `query`, `paragraphs` (`structuring.text.paragraphs`) and
+        `sentences` (`TextStructurer._sentences`), and the number of
+        examples read (the first `count` of the row's bundled train split).
+    """
+    from keras_hsum.data.corpora import sample_path
+    from keras_hsum.data.structurer import TextStructurer
+    from keras_hsum.data.structuring import text as text_lib
+
+    for label, dataset, structure, _ in _structures(vocabulary):
+        if label == name:
+            break
+    else:
+        raise ValueError(f"Unknown recipe {name!r}; expected one of data_stages' rows.")
+    _, raws, _ = _read_and_render(sample_path(dataset, "train"), count)
+    options = dict(structure.options)
+    for key in ("graph_kind", "graph_options"):
+        options.pop(key, None)
+    options["rank"] = "order" if "rank" in options else options.get("rank")
+    options = {k: v for k, v in options.items() if v is not None}
+    base = TextStructurer(vocabulary, structure.family, structure.max_units,
+                          structure.max_tokens, **options)
+    chunks = []
+    for documents, title, query, _ in _chunks(raws):
+        paragraphs = text_lib.paragraphs(documents, base._patterns.strip)
+        chunks.append(dict(documents=documents, title=title, query=query,
+                           paragraphs=paragraphs, sentences=base._sentences(paragraphs)))
+    return structure, base, chunks, len(raws)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--examples", type=int, default=32)

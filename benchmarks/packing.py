@@ -32,7 +32,6 @@ import json
 import os
 import platform
 import sys
-import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -43,6 +42,8 @@ if __package__ in (None, ""):
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+
+from data_stages import _best  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
@@ -149,37 +150,11 @@ def packed_rows_before(sentences, groups, max_tokens, tokenizer):
 BEFORE = {"_packed_rows": packed_rows_before}
 
 
-def _best(run, repeats):
-    times = []
-    for _ in range(repeats):
-        start = time.process_time()
-        run()
-        times.append(time.process_time() - start)
-    return min(times)
-
-
 def _chunk_inputs(name, vocabulary, count):
     """[(sentences dict, groups)] per 32-example chunk, and the structure."""
-    from data_stages import _chunks
-    from data_stages import _read_and_render
-    from data_stages import _structures
-    from keras_hsum.data.corpora import sample_path
-    from keras_hsum.data.structurer import TextStructurer
-    from keras_hsum.data.structuring import text as text_lib
+    from data_stages import sentence_chunks
 
-    for label, dataset, structure, _ in _structures(vocabulary):
-        if label == name:
-            break
-    else:
-        raise ValueError(f"Unknown recipe {name!r}; expected one of data_stages' rows.")
-    _, raws, _ = _read_and_render(sample_path(dataset, "train"), count)
-    options = dict(structure.options)
-    for key in ("graph_kind", "graph_options"):
-        options.pop(key, None)
-    options["rank"] = "order" if "rank" in options else options.get("rank")
-    options = {k: v for k, v in options.items() if v is not None}
-    base = TextStructurer(vocabulary, structure.family, structure.max_units,
-                          structure.max_tokens, **options)
+    structure, base, chunks, examples = sentence_chunks(name, vocabulary, count)
     pack_option = base.family_options.get("pack", "paragraph")
     if structure.family == "snippets":
         key = "document_key"
@@ -187,11 +162,8 @@ def _chunk_inputs(name, vocabulary, count):
         key = "paragraph"
     else:
         key = "section_key"
-    chunks = []
-    for documents, title, query, _ in _chunks(raws):
-        sentences = base._sentences(text_lib.paragraphs(documents, base._patterns.strip))
-        chunks.append((sentences, sentences[key]))
-    return structure, base, pack_option, chunks, len(raws)
+    inputs = [(chunk["sentences"], chunk["sentences"][key]) for chunk in chunks]
+    return structure, base, pack_option, inputs, examples
 
 
 def measure(name, vocabulary, count, repeats):

@@ -31,7 +31,6 @@ import json
 import os
 import platform
 import sys
-import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -42,6 +41,8 @@ if __package__ in (None, ""):
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_text as tf_text  # noqa: E402
+
+from data_stages import _best  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 CHUNK = 32  # examples per structurer call, as make_dataset's chunks
@@ -86,16 +87,6 @@ def split_per_chunk(paragraphs, patterns):
         axis=1,
     )
     return text, paragraph
-
-
-def _best(run, repeats):
-    """The least process CPU time (seconds) over `repeats` calls of `run()`."""
-    times = []
-    for _ in range(repeats):
-        start = time.process_time()
-        run()
-        times.append(time.process_time() - start)
-    return min(times)
 
 
 def _paragraph_chunks(dataset, count):

@@ -36,7 +36,6 @@ import os
 import platform
 import subprocess
 import sys
-import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -47,6 +46,8 @@ if __package__ in (None, ""):
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+
+from data_stages import _best  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -69,54 +70,26 @@ def _old_modules(commit):
     return modules
 
 
-def _best(run, repeats):
-    times = []
-    for _ in range(repeats):
-        start = time.process_time()
-        run()
-        times.append(time.process_time() - start)
-    return min(times)
-
-
 def _chunk_inputs(name, vocabulary, count):
     """The structure, a base `TextStructurer` and per chunk its inputs."""
-    from data_stages import _chunks
-    from data_stages import _read_and_render
-    from data_stages import _structures
-    from keras_hsum.data.corpora import sample_path
-    from keras_hsum.data.structurer import TextStructurer
+    from data_stages import sentence_chunks
     from keras_hsum.data.structuring import rows as rows_lib
-    from keras_hsum.data.structuring import text as text_lib
     from keras_hsum.data.structuring.segments import local_index
 
-    for label, dataset, structure, _ in _structures(vocabulary):
-        if label == name:
-            break
-    else:
-        raise ValueError(f"Unknown recipe {name!r}; expected one of data_stages' rows.")
-    _, raws, _ = _read_and_render(sample_path(dataset, "train"), count)
-    options = dict(structure.options)
-    for key in ("graph_kind", "graph_options"):
-        options.pop(key, None)
-    options["rank"] = "order" if "rank" in options else options.get("rank")
-    options = {k: v for k, v in options.items() if v is not None}
-    base = TextStructurer(vocabulary, structure.family, structure.max_units,
-                          structure.max_tokens, **options)
+    structure, base, chunks, examples = sentence_chunks(name, vocabulary, count)
     pack_option = base.family_options.get("pack", "paragraph")
-    chunks = []
-    for documents, title, query, _ in _chunks(raws):
-        num_batch = tf.shape(documents)[0]
-        paragraphs = text_lib.paragraphs(documents, base._patterns.strip)
-        sentences = base._sentences(paragraphs)
+    inputs = []
+    for chunk in chunks:
+        documents, sentences = chunk["documents"], chunk["sentences"]
         rows = rows_lib.family_rows(structure.family, sentences, structure.max_tokens,
                                     base._tokenizer, pack_option)
-        local = local_index(rows["batch"], num_batch)
-        chunks.append(dict(
-            documents=documents, paragraph_text=paragraphs[0],
-            context=tf.where(tf.not_equal(query, ""), query, title),
-            sentences=sentences, rows=rows, local=local,
+        inputs.append(dict(
+            documents=documents, paragraph_text=chunk["paragraphs"][0],
+            context=tf.where(tf.not_equal(chunk["query"], ""), chunk["query"], chunk["title"]),
+            sentences=sentences, rows=rows,
+            local=local_index(rows["batch"], tf.shape(documents)[0]),
         ))
-    return structure, base, chunks, len(raws)
+    return structure, base, inputs, examples
 
 
 def _functions(modules, structure, base):

@@ -34,7 +34,6 @@ import json
 import os
 import platform
 import sys
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -44,20 +43,12 @@ if __package__ in (None, ""):
 import tensorflow as tf  # noqa: E402
 import tensorflow_text as tf_text  # noqa: E402
 
+from data_stages import _best  # noqa: E402
+
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 REPEATS = 7
 CHUNK = 32
 TIMED = ("scisummnet", "qmsum_general", "qmsum_goldspan")
-
-
-def _best(run, repeats=REPEATS):
-    """The least CPU time of the process over `repeats` calls (seconds)."""
-    times = []
-    for _ in range(repeats):
-        start = time.process_time()
-        run()
-        times.append(time.process_time() - start)
-    return min(times)
 
 
 def _sentences(raws):
@@ -181,10 +172,10 @@ def _times(vocabulary):
                "pieces": int(tf.size(ids.flat_values))}
         for name, function in ops.items():
             function(text)
-            row[name] = 1000 * _best(lambda: function(text)) / count
+            row[name] = 1000 * _best(lambda: function(text), REPEATS) / count
         for name, function in tables.items():
             function(ids, text, paragraph, paragraphs)
-            row[name] = 1000 * _best(lambda: function(ids, text, paragraph, paragraphs)) / count
+            row[name] = 1000 * _best(lambda: function(ids, text, paragraph, paragraphs), REPEATS) / count
         row["op speed-up"] = row["library op"] / row["compiled op"]
         row["table speed-up"] = row["sentence table (before)"] / row["sentence table"]
         before = row["library op"] + row["sentence table (before)"]
