@@ -135,6 +135,82 @@ def test_fast_tokenizer_mismatch_reads_the_model_proto(vocabulary, foreign_vocab
     assert tokens.fast_tokenizer_mismatch(b"\xff\xff") == "the model proto does not parse"
 
 
+def _user_defined_ids(vocab):
+    processor = sentencepiece.SentencePieceProcessor(model_proto=vocab.proto)
+    return [
+        i for i in range(processor.get_piece_size())
+        if not (processor.is_unknown(i) or processor.is_control(i))
+        and processor.id_to_piece(i).startswith("<")
+        and processor.id_to_piece(i).endswith(">")
+    ]
+
+
+@pytest.mark.parametrize("which", ["trained", "bundled"])
+def test_detokenize_writes_what_the_library_op_writes(
+    which, vocabulary, foreign_vocabulary, texts
+):
+    """The piece-table detokenizer against the classic op (the reference)
+    and the sentencepiece package: rows cut out of real sentences (as the
+    structurer cuts over-long ones), random ids over the whole vocabulary
+    with <unk>, control and (trained) user-defined pieces anywhere, and
+    the leading-space cases."""
+    vocab = {"trained": vocabulary, "bundled": foreign_vocabulary}[which]
+    tokenizer = tokens.graph_tokenizer(vocab.proto, None)
+    assert tokenizer.table_mismatch is None
+    size = vocab.vocabulary_size
+    random = np.random.RandomState(7)
+    rows = [ids[start : start + 7] for ids in vocab.encode_batch(texts[:400])
+            for start in range(0, len(ids), 7)]
+    rows += [list(random.randint(0, size, random.randint(0, 9))) for _ in range(800)]
+    processor = sentencepiece.SentencePieceProcessor(model_proto=vocab.proto)
+    lone = [processor.piece_to_id("\u2581")]
+    assert processor.id_to_piece(lone[0]) == "\u2581"
+    word = vocab.encode("the")
+    rows += [lone + word, lone + lone + word, [vocab.unk_id] + word,
+             word + [vocab.unk_id] + word, [vocab.bos_id] + lone + word, [], [vocab.unk_id]]
+    detokenize = tf.function(tokenizer.detokenize)
+    ragged = tf.ragged.constant(rows, tf.int32, ragged_rank=1)
+    written = [w.decode() for w in detokenize(ragged).numpy()]
+    expected = [w.decode() for w in tokenizer._classic.detokenize(ragged).numpy()]
+    wrong = [(r, w, e) for r, w, e in zip(rows, written, expected) if w != e]
+    assert not wrong, f"{len(wrong)} of {len(rows)} differ, e.g. {wrong[:3]}"
+    assert written[:50] == [vocab.decode(r) for r in rows[:50]]
+    # A call holding a user-defined piece (the trained model's separators)
+    # goes to the classic op whole, and still writes the same.
+    user_defined = _user_defined_ids(vocab)
+    assert bool(user_defined) == (which == "trained")
+    if user_defined:
+        mixed = tf.ragged.constant([word + user_defined[:1] + word, word], tf.int32)
+        assert not tokenizer._surfaces.covers(mixed.flat_values)
+        assert (detokenize(mixed).numpy() == tokenizer._classic.detokenize(mixed).numpy()).all()
+    assert tokenizer._surfaces.covers(ragged.flat_values) == (
+        not set(user_defined) & set(ragged.flat_values.numpy().tolist())
+    )
+
+
+def test_piece_table_mismatch_reads_the_model_proto(vocabulary):
+    assert tokens.piece_table_mismatch(vocabulary.proto) is None
+    assert tokens.piece_table_mismatch(vocabulary.proto + VARIANTS["add_dummy_prefix off"]) == (
+        "add_dummy_prefix off"
+    )
+    assert tokens.piece_table_mismatch(
+        vocabulary.proto + VARIANTS["whitespace as suffix"]
+    ) == "whitespace as suffix"
+    # denormalizer_spec { precompiled_charsmap: "x" } (field 5)
+    assert tokens.piece_table_mismatch(vocabulary.proto + b"\x2a\x03\x12\x01x") == (
+        "a denormaliser"
+    )
+    tokenizer = tokens.graph_tokenizer(vocabulary.proto + VARIANTS["add_dummy_prefix off"], None)
+    assert tokenizer.table_mismatch == "add_dummy_prefix off" and tokenizer._surfaces is None
+    rows = tf.ragged.constant([vocabulary.encode("a b"), [vocabulary.unk_id]], tf.int32)
+    processor = sentencepiece.SentencePieceProcessor(
+        model_proto=vocabulary.proto + VARIANTS["add_dummy_prefix off"]
+    )
+    assert [w.decode() for w in tokenizer.detokenize(rows).numpy()] == [
+        processor.decode(r) for r in rows.to_list()
+    ]
+
+
 @pytest.mark.parametrize(
     "lengths", [[2, 0, 3, 0, 0, 1], [0, 0, 4], [3, 1, 0], [0, 0], [2, 5], []]
 )
