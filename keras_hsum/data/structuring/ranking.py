@@ -14,7 +14,15 @@
   example in reading order.
 Rows are then ordered by score, best first, ties in reading order (a
 stable sort); the first P are kept.
+
+The terms are found without a regex pass per text (RE2 pays per match,
+and a long document has one match per word): `lowered_words` classifies
+the bytes of all texts joined, and falls back to `regex_split` where that
+could differ (see there).
 """
+
+import functools
+import re
 
 import tensorflow as tf
 import tensorflow_text as tf_text
@@ -27,6 +35,156 @@ from keras_hsum.features import CONTEXT_TOKENS
 from keras_hsum.features import PARAGRAPH_MASK
 from keras_hsum.features import TOKENS
 from keras_hsum.features import TOKEN_MASK
+
+
+# The body of `Patterns.nonword` as `character_classes` writes it:
+# `[^...]+` over `\\x{a}` and `\\x{a}-\\x{b}` code-point ranges.
+_CLASS_RANGE = r"\\x\{([0-9a-f]+)\}(?:-\\x\{([0-9a-f]+)\})?"
+_NEGATED_CLASS = re.compile(r"\[\^((?:\\x\{[0-9a-f]+\}(?:-\\x\{[0-9a-f]+\})?)*)\]\+")
+
+
+@functools.lru_cache(maxsize=None)
+def _word_bounds(nonword_pattern):
+    """The word characters of `[^ranges]+`, as sorted code-point bounds.
+
+    Returns:
+        A tuple `(a0, b0 + 1, a1, b1 + 1, ...)` of the ranges `a-b` the
+        pattern negates (a code point c is a word character when an odd
+        number of bounds are <= c), or None when the pattern is not of
+        that form.
+    """
+    match = _NEGATED_CLASS.fullmatch(nonword_pattern)
+    if match is None:
+        return None
+    bounds = []
+    for first, last in re.findall(_CLASS_RANGE, match.group(1)):
+        bounds += [int(first, 16), int(last or first, 16) + 1]
+    if any(b <= a for a, b in zip(bounds, bounds[1:])):
+        return None
+    return tuple(bounds)
+
+
+def _regex_words(texts, nonword_pattern):
+    """`lowered_words` by its definition (`regex_split` of ICU lower)."""
+    words = tf_text.regex_split(
+        tf.strings.lower(texts, encoding="utf-8"), nonword_pattern, ""
+    )
+    return words.flat_values, length_rows(words.row_lengths())
+
+
+def _text_of_bytes(positions, starts):
+    """The text (int32 [n]) of each byte position in texts joined with one
+    separator byte, the texts starting at `starts` int32 [R]."""
+    return tf.searchsorted(starts, positions, side="right") - 1
+
+
+def lowered_words(texts, nonword_pattern):
+    """The lower-cased words of each text, in order.
+
+    What `regex_split(tf.strings.lower(texts, encoding="utf-8"),
+    nonword_pattern)` gives, flat, without RE2: the texts are lower-cased
+    (byte by byte where a text is ASCII, for which ICU lower-casing is
+    exactly that; ICU otherwise), joined with a space, and a word is a
+    maximal run of the bytes of word characters (the code points outside
+    `nonword_pattern`'s negated class; UTF-8 sequences decoded by
+    arithmetic on their bytes). That is the regex's split wherever the
+    lower-cased text is valid UTF-8 (RE2 matches no invalid byte) and ICU
+    lower-cases the letters A-Z to a-z (any locale but Turkish and
+    Azeri); otherwise, and for a pattern of another form, the regex
+    computes the words.
+
+    Args:
+        texts: tf.string [R].
+        nonword_pattern: `Patterns.nonword` (`[^...]+` over code-point
+            ranges).
+
+    Returns:
+        `(words, row)`: tf.string [W], each text's words in order, and
+        int32 [W], the text of each word (non-decreasing).
+    """
+    bounds = _word_bounds(nonword_pattern)
+    if bounds is None:
+        return _regex_words(texts, nonword_pattern)
+    num_texts = tf.shape(texts)[0]
+    raw = tf.io.decode_raw(tf.strings.reduce_join(texts, separator=" "), tf.uint8)
+    starts = tf.cumsum(tf.strings.length(texts) + 1, exclusive=True)
+    non_ascii = tf.cast(tf.where(raw >= 0x80)[:, 0], tf.int32)
+    other = tf.where(
+        tf.math.unsorted_segment_max(
+            tf.ones_like(non_ascii), _text_of_bytes(non_ascii, starts), num_texts
+        )
+        > 0
+    )
+    lowered = tf.tensor_scatter_nd_update(
+        tf.strings.lower(texts),
+        other,
+        tf.strings.lower(tf.gather_nd(texts, other), encoding="utf-8"),
+    )
+    joined = tf.strings.reduce_join(lowered, separator=" ")
+    data = tf.io.decode_raw(joined, tf.uint8)
+    starts = tf.cumsum(tf.strings.length(lowered) + 1, exclusive=True)
+    # ASCII bytes: a range test per ASCII range of word characters (uint8
+    # arithmetic wraps, so bytes below a range and all bytes >= 128 fail).
+    word = tf.zeros_like(data, tf.bool)
+    for first, end in zip(bounds[::2], bounds[1::2]):
+        if first < 0x80:
+            word |= (data - first) < min(end, 0x80) - first
+    # Other code points: each UTF-8 sequence's lead byte and continuation
+    # bytes are classified by its code point.
+    high = tf.cast(tf.where(data >= 0x80)[:, 0], tf.int32)
+    byte = tf.cast(tf.gather(data, high), tf.int32)
+    lead = byte >= 0xC0
+    lead_at = tf.boolean_mask(high, lead)
+    first_byte = tf.boolean_mask(byte, lead)
+    size = (
+        2 + tf.cast(first_byte >= 0xE0, tf.int32) + tf.cast(first_byte >= 0xF0, tf.int32)
+    )
+    padded = tf.concat([tf.cast(data, tf.int32), tf.zeros([3], tf.int32)], 0)
+    follow = [tf.gather(padded, lead_at + k) for k in (1, 2, 3)]
+    code = tf.bitwise.right_shift(tf.constant(0x7F), size) & first_byte
+    well_formed = (first_byte >= 0xC2) & (first_byte <= 0xF4)
+    for k, byte_k in enumerate(follow, 1):
+        inside = k < size
+        code = tf.where(inside, code * 64 + (byte_k & 0x3F), code)
+        well_formed &= ~inside | ((byte_k >= 0x80) & (byte_k < 0xC0))
+    well_formed &= (
+        (size == 2)
+        | ((size == 3) & (code >= 0x800) & ((code < 0xD800) | (code > 0xDFFF)))
+        | ((size == 4) & (code >= 0x10000) & (code <= 0x10FFFF))
+    )
+    # Valid UTF-8: every lead byte well formed with its continuation
+    # bytes, and no other continuation byte.
+    valid = tf.reduce_all(well_formed) & tf.equal(
+        tf.reduce_sum(size - 1), tf.shape(high)[0] - tf.shape(lead_at)[0]
+    )
+    letters = tf.constant("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    valid &= tf.equal(tf.strings.lower(letters, encoding="utf-8"), tf.strings.lower(letters))
+    lead_word = tf.math.floormod(
+        tf.searchsorted(tf.constant(bounds, tf.int32), code, side="right"), 2
+    ) > 0
+    # A continuation byte takes its lead byte's class (index 0: none seen).
+    word = tf.tensor_scatter_nd_update(
+        word,
+        high[:, None],
+        tf.gather(
+            tf.concat([[False], lead_word], 0), tf.cumsum(tf.cast(lead, tf.int32))
+        ),
+    )
+
+    def from_bytes():
+        # Words start and end where the class changes; the separators are
+        # not word characters, so no word crosses two texts.
+        padded_word = tf.concat([[False], word, [False]], 0)
+        edges = tf.cast(
+            tf.where(padded_word[1:] != padded_word[:-1])[:, 0], tf.int32
+        )
+        begin, end = edges[0::2], edges[1::2]
+        return (
+            tf.strings.substr(joined, begin, end - begin),
+            _text_of_bytes(begin, starts),
+        )
+
+    return tf.cond(valid, from_bytes, lambda: _regex_words(texts, nonword_pattern))
 
 
 def tfidf_scores(texts, batch, context, num_batch, nonword_pattern):
@@ -44,20 +202,15 @@ def tfidf_scores(texts, batch, context, num_batch, nonword_pattern):
         either has no word).
     """
     num_rows = tf.shape(texts)[0]
-    words = tf_text.regex_split(
-        tf.strings.lower(texts, encoding="utf-8"), nonword_pattern, ""
-    )
-    query = tf_text.regex_split(
-        tf.strings.lower(context, encoding="utf-8"), nonword_pattern, ""
-    )
-    word_row = length_rows(words.row_lengths())
-    query_batch = length_rows(query.row_lengths())
+    # The rows' words, then the contexts'.
+    words, text = lowered_words(tf.concat([texts, context], 0), nonword_pattern)
+    num_words = tf.reduce_sum(tf.cast(text < num_rows, tf.int32))
+    word_row = text[:num_words]
+    query_batch = text[num_words:] - num_rows
     # A term is a word of one example (ids by first appearance, words first).
     term, num_terms = pair_ids(
-        tf.concat([words.flat_values, query.flat_values], 0),
-        tf.concat([tf.gather(batch, word_row), query_batch], 0),
+        words, tf.concat([tf.gather(batch, word_row), query_batch], 0)
     )
-    num_words = tf.shape(words.flat_values)[0]
     row_term, query_term = term[:num_words], term[num_words:]
     pairs, _, counts = tf.unique_with_counts(
         tf.cast(word_row, tf.int64) * tf.cast(num_terms, tf.int64)
