@@ -9,13 +9,20 @@ reference's float64 dot products: a cosine within one float32 ulp of
 `threshold` may fall on the other side of it. On the bundled
 qmsum_goldspan and fewsum validation examples every graph is equal
 (`tests/data/test_structurer_graphs.py`).
+
+Words are cut as `tf_text.regex_split(text, Patterns.nonword)` cuts them,
+for less: one static RE2 replacement leaves ASCII spaces alone between
+the words (`_spaced`), and a whitespace split cuts at them. Only the
+words that can be entities become strings (`_candidates`), and the
+discourse markers are one full match of each row's head.
 """
 
-import tensorflow as tf
-import tensorflow_text as tf_text
+import functools
 
+import tensorflow as tf
+
+from keras_hsum.data.structuring.character_classes import character_classes
 from keras_hsum.data.structuring.character_classes import escape
-from keras_hsum.data.structuring.segments import length_rows
 from keras_hsum.data.structuring.segments import per_example_terms
 from keras_hsum.data.structuring.sentences import split_sentences
 from keras_hsum.features import DOCUMENT_IDS
@@ -113,14 +120,14 @@ def paragraph_graph(features, kind, options, patterns):
     texts = features["unit_texts"]
     valid = features[PARAGRAPH_MASK]
     if kind == "similarity":
-        return _similarity_graph(texts, valid, options, patterns)
+        return _similarity_graph(texts, valid, options)
     return _discourse_graph(
         texts, valid, features[DOCUMENT_IDS], features[PARAGRAPH_INDEX],
         options, patterns,
     )
 
 
-def _similarity_graph(texts, valid, options, patterns):
+def _similarity_graph(texts, valid, options):
     """`graphs.similarity_graph` of each example's kept rows.
 
     tf-idf vectors over the example's P' real rows (terms: lower-cased
@@ -137,17 +144,17 @@ def _similarity_graph(texts, valid, options, patterns):
     """
     P = texts.shape[1]
     num_batch = tf.shape(texts)[0]
-    words = tf_text.regex_split(
-        tf.strings.lower(tf.reshape(texts, [-1]), encoding="utf-8"),
-        patterns.nonword,
-        "",
+    word_row, words = _words(
+        tf.strings.lower(tf.reshape(texts, [-1]), encoding="utf-8")
     )
-    word_row = length_rows(words.row_lengths())
     word_batch = word_row // P
-    local, size = per_example_terms(words.flat_values, word_batch, num_batch)
-    counts = tf.scatter_nd(
-        tf.stack([word_batch, word_row % P, local], 1),
-        tf.ones_like(local, tf.float64),
+    local, size = per_example_terms(words, word_batch, num_batch)
+    # Counts of whole numbers: any order of summing them is exact.
+    counts = tf.reshape(
+        tf.math.unsorted_segment_sum(
+            tf.ones_like(local, tf.float64), word_row * size + local,
+            num_batch * P * size,
+        ),
         tf.stack([num_batch, P, size]),
     )
     rows = tf.reduce_sum(tf.cast(valid, tf.float64), axis=1)[:, None, None]
@@ -192,7 +199,7 @@ def _discourse_graph(texts, valid, document, position, options, patterns):
         & tf.equal(position[:, None, :] - position[:, :, None], 1)
     )
     adjacent = follows | tf.transpose(follows, [0, 2, 1])
-    opens = _opens_with_marker(texts, options["markers"], patterns)
+    opens = _opens_with_marker(texts, options["markers"])
     marked = follows & opens[:, None, :]
     if not options["directed"]:
         marked = marked | tf.transpose(marked, [0, 2, 1])
@@ -205,30 +212,34 @@ def _discourse_graph(texts, valid, document, position, options, patterns):
     return tf.cast(graph, tf.float32)
 
 
-def _opens_with_marker(texts, markers, patterns):
-    """`graphs.opens_with_marker` on every row: bool [B,P]."""
-    by_length = {}
-    for marker in markers:
-        by_length.setdefault(len(marker.split()), []).append(" ".join(marker.split()))
-    flat = tf.reshape(texts, [-1])
-    head = tf_text.regex_split(
-        tf.strings.lower(
-            tf.strings.substr(flat, 0, 200, unit="UTF8_CHAR"),
-            encoding="utf-8",
-        ),
-        patterns.nonword,
-        "",
+def _opens_with_marker(texts, markers):
+    """`graphs.opens_with_marker` on every row: bool [B,P].
+
+    Each row's head (its first 200 characters, lower-cased) with its
+    non-word runs made ASCII spaces (`_spaced`) is matched once against
+    all markers: spaces, a marker's words separated by spaces, then the
+    end or a space. Its words are the head's words, so this holds exactly
+    when the head's first words are the marker's. A marker word holding a
+    non-word character equals no word and is left out, as is a marker of
+    no words.
+    """
+    listed = sorted(
+        {
+            tuple(marker.split())
+            for marker in markers
+            if marker.split() and all(word.isalnum() for word in marker.split())
+        }
     )
-    found = tf.zeros(tf.shape(flat), tf.bool)
-    for count, listed in sorted(by_length.items()):
-        if count == 0:
-            continue
-        # A row with fewer words joins fewer than `count` words, which
-        # equals no marker of `count` words.
-        start = tf.strings.reduce_join(head[:, :count], axis=1, separator=" ")
-        found |= tf.reduce_any(
-            tf.equal(start[:, None], tf.constant(listed)[None, :]), axis=1
-        )
+    if not listed:
+        return tf.zeros(tf.shape(texts), tf.bool)
+    head = tf.strings.lower(
+        tf.strings.substr(tf.reshape(texts, [-1]), 0, 200, unit="UTF8_CHAR"),
+        encoding="utf-8",
+    )
+    alternatives = "|".join(" +".join(escape(word) for word in words) for words in listed)
+    found = tf.strings.regex_full_match(
+        _spaced(head), f"(?s) *(?:{alternatives})(?: .*)?"
+    )
     return tf.reshape(found, tf.shape(texts))
 
 
@@ -242,16 +253,15 @@ def _shared_entities(texts, stop_words, patterns):
     P = texts.shape[1]
     num_batch = tf.shape(texts)[0]
     sentence_text, sentence_row = split_sentences(tf.reshape(texts, [-1]), patterns)
-    tokens = tf_text.regex_split(sentence_text, patterns.nonword, "")[:, 1:]
-    values = tokens.flat_values
-    row = tf.gather(sentence_row, length_rows(tokens.row_lengths()))
+    # Only the words that can be entities (`_candidates`) become strings;
+    # lower-casing (ICU, per string) and the stop-word match run on them.
+    sentence, values = _split(
+        tf.strings.regex_replace(_spaced(sentence_text), _candidates(), " ")
+    )
+    row = tf.gather(sentence_row, sentence)
     stop_pattern = "(?:" + "|".join(escape(word) for word in stop_words) + ")"
-    entity = (
-        (tf.strings.length(values, unit="UTF8_CHAR") >= 2)
-        & tf.strings.regex_full_match(values, patterns.capitalised)
-        & ~tf.strings.regex_full_match(
-            tf.strings.lower(values, encoding="utf-8"), stop_pattern
-        )
+    entity = ~tf.strings.regex_full_match(
+        tf.strings.lower(values, encoding="utf-8"), stop_pattern
     )
     values = tf.boolean_mask(values, entity)
     row = tf.boolean_mask(row, entity)
@@ -268,3 +278,62 @@ def _shared_entities(texts, stop_words, patterns):
     )
     shared = tf.matmul(present, present, transpose_b=True)
     return tf.linalg.set_diag(shared, tf.zeros(tf.shape(shared)[:2], tf.float64))
+
+
+def _words(texts):
+    """The words of each string, as `tf_text.regex_split(texts,
+    Patterns.nonword, "")` cuts them: its maximal `[^\\W_]` runs.
+
+    `_spaced` leaves ASCII spaces alone between the words, and the
+    whitespace split cuts at them: most non-word runs are one space
+    between two words, so RE2 restarts once per punctuation run instead
+    of once per word, and no regex op builds the words.
+
+    Args:
+        texts: tf.string [n].
+
+    Returns:
+        `(row, words)`: int32 [W], the string each word comes from, and
+        tf.string [W], in order.
+    """
+    return _split(_spaced(texts))
+
+
+def _split(spaced):
+    """`spaced` (tf.string [n]) cut at runs of ASCII whitespace, which no
+    word character is: `(row, words)` as `_words` returns them, without
+    a ragged tensor."""
+    indices, words, _ = tf.raw_ops.StringSplitV2(input=spaced, sep="")
+    return tf.cast(indices[:, 0], tf.int32), words
+
+
+def _spaced(texts):
+    """`texts` (tf.string [n]) with each non-word run that holds a
+    character other than an ASCII space replaced by one space: tf.string
+    [n], the same words, separated by runs of ASCII spaces."""
+    return tf.strings.regex_replace(texts, _separators(), " ")
+
+
+@functools.lru_cache(maxsize=None)
+def _separators():
+    """RE2: a whole run of non-word characters (`Patterns.nonword`'s class)
+    that holds one other than an ASCII space: (spaces, such a character)
+    repeated, then spaces. The class once: RE2 builds a DFA of it within
+    its memory budget."""
+    other = f"[^{character_classes()['alnum']} ]"
+    return f"(?: *{other})+ *"
+
+
+@functools.lru_cache(maxsize=None)
+def _candidates():
+    """RE2 over `_spaced` text (words separated by ASCII spaces): what is
+    no entity candidate, to be replaced by a space. Either the first word
+    (`^ *[^ ]+`: `graphs.entities` skips each sentence's first word), or
+    a run of words with their spaces, each starting with a character that
+    is not upper-case or a single upper-case character, then spaces or
+    the end. What is left are the words of 2 or more characters starting
+    with an upper-case one (`Patterns.capitalised`), apart from the first,
+    separated by spaces."""
+    upper = character_classes()["upper"]
+    other = f"(?:[^{upper} ][^ ]*|[{upper}])"
+    return f"^ *[^ ]+|(?: +{other})+(?: +|$)"
