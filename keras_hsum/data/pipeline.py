@@ -205,9 +205,11 @@ def _structured_dataset(
     from keras_hsum.data.structurer import TextStructurer
 
     # A `Vocabulary` is read as its SentencePiece proto; a PresetVocabulary
-    # (a backbone preset's tokenizer) is used as it is.
+    # (a backbone preset's tokenizer) is used as it is. The source's
+    # strings are Python `str` encoded by tf.data: valid UTF-8.
     structurer = TextStructurer(
-        vocabulary, family, max_units, max_tokens, statistics=True, **options
+        vocabulary, family, max_units, max_tokens, statistics=True,
+        valid_utf8=True, **options
     )
     needs_summary = bool(require_summary or max_target_length)
 

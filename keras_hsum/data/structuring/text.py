@@ -40,13 +40,15 @@ def clean(texts):
     )
 
 
-def paragraphs(documents, strip_pattern):
+def paragraphs(documents, strip_pattern, replace_invalid=True):
     """`example_from_text` on every document string.
 
     Args:
         documents: tf.string [B, D], one string per document ("" pads).
         strip_pattern: the RE2 pattern of leading or trailing whitespace
             (`Patterns.strip`).
+        replace_invalid: replace invalid UTF-8 first (`clean`); False when
+            the caller has done it or knows the text valid.
 
     Returns:
         `(text, batch, document, document_key, section_key)`: per
@@ -57,7 +59,9 @@ def paragraphs(documents, strip_pattern):
         section); all [num_paragraphs].
     """
     num_documents = tf.shape(documents)[1]
-    flat = clean(tf.reshape(documents, [-1]))
+    flat = tf.reshape(documents, [-1])
+    if replace_invalid:
+        flat = clean(flat)
     document_batch = tf.repeat(
         tf.range(tf.shape(documents)[0], dtype=tf.int32), num_documents
     )
