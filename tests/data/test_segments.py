@@ -36,6 +36,8 @@ def test_pair_ids_number_pairs_by_first_appearance():
             [words[i] for i in random.integers(0, len(words), size)],
             random.integers(0, 4, size).tolist(),
         ))
+    cases += [(keys, [b * 100_000 for b in batch]) for keys, batch in cases[3:8]]
+    cases += [(keys, [b - 2 for b in batch]) for keys, batch in cases[3:8]]
     for keys, batch in cases:
         numbering = {}
         expected = [numbering.setdefault((b, k), len(numbering)) for k, b in zip(keys, batch)]

@@ -51,13 +51,21 @@ def test_lowered_words_equal_the_regex_split_of_icu_lower_cased_text():
             )
             for f in (ranking.lowered_words, _regex_words)
         )
+        # The texts given in parts (one empty) read as their concatenation.
+        in_parts = tf.function(
+            lambda a, b, pattern=pattern: ranking.lowered_words(
+                [a, tf.constant([], tf.string), b], pattern
+            ),
+            input_signature=[tf.TensorSpec([None], tf.string)] * 2, autograph=False,
+        )
         for texts in batches:
+            half = len(texts) // 2
             texts = tf.constant(texts, tf.string, shape=[len(texts)])
             expected_words, expected_rows = expected(texts)
-            got_words, got_rows = words(texts)
-            np.testing.assert_array_equal(got_words.numpy(), expected_words)
-            np.testing.assert_array_equal(got_rows.numpy(), expected_rows)
-            assert got_rows.dtype == tf.int32
+            for got_words, got_rows in (words(texts), in_parts(texts[:half], texts[half:])):
+                np.testing.assert_array_equal(got_words.numpy(), expected_words)
+                np.testing.assert_array_equal(got_rows.numpy(), expected_rows)
+                assert got_rows.dtype == tf.int32
 
 
 def test_tfidf_scores_and_ranks_equal_the_python_reference():

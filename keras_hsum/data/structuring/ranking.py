@@ -72,29 +72,24 @@ def _regex_words(texts, nonword_pattern):
     return words.flat_values, length_rows(words.row_lengths())
 
 
-def _text_of_bytes(positions, starts):
-    """The text (int32 [n]) of each byte position in texts joined with one
-    separator byte, the texts starting at `starts` int32 [R]."""
-    return tf.searchsorted(starts, positions, side="right") - 1
-
-
 def lowered_words(texts, nonword_pattern):
     """The lower-cased words of each text, in order.
 
     What `regex_split(tf.strings.lower(texts, encoding="utf-8"),
-    nonword_pattern)` gives, flat, without RE2: the texts are lower-cased
-    (byte by byte where a text is ASCII, for which ICU lower-casing is
-    exactly that; ICU otherwise), joined with a space, and a word is a
-    maximal run of the bytes of word characters (the code points outside
-    `nonword_pattern`'s negated class; UTF-8 sequences decoded by
-    arithmetic on their bytes). That is the regex's split wherever the
-    lower-cased text is valid UTF-8 (RE2 matches no invalid byte) and ICU
-    lower-cases the letters A-Z to a-z (any locale but Turkish and
-    Azeri); otherwise, and for a pattern of another form, the regex
-    computes the words.
+    nonword_pattern)` gives, flat, without RE2 (which pays per match: one
+    per word): the texts are joined with a space and lower-cased (byte by
+    byte where a text is ASCII, for which ICU lower-casing is exactly that;
+    ICU otherwise), and a word is a maximal run of the bytes of word
+    characters (the code points outside `nonword_pattern`'s negated class;
+    UTF-8 sequences decoded by arithmetic on their bytes). That is the
+    regex's split wherever the lower-cased text is valid UTF-8 (RE2 matches
+    no invalid byte) and ICU lower-cases the letters A-Z to a-z (any
+    locale but Turkish and Azeri); otherwise, and for a pattern of another
+    form, the regex computes the words.
 
     Args:
-        texts: tf.string [R].
+        texts: tf.string [R], or a list of tf.string vectors (their
+            texts in order, without concatenating them).
         nonword_pattern: `Patterns.nonword` (`[^...]+` over code-point
             ranges).
 
@@ -102,27 +97,56 @@ def lowered_words(texts, nonword_pattern):
         `(words, row)`: tf.string [W], each text's words in order, and
         int32 [W], the text of each word (non-decreasing).
     """
+    parts = list(texts) if isinstance(texts, (list, tuple)) else [texts]
     bounds = _word_bounds(nonword_pattern)
     if bounds is None:
-        return _regex_words(texts, nonword_pattern)
-    num_texts = tf.shape(texts)[0]
-    raw = tf.io.decode_raw(tf.strings.reduce_join(texts, separator=" "), tf.uint8)
-    starts = tf.cumsum(tf.strings.length(texts) + 1, exclusive=True)
-    non_ascii = tf.cast(tf.where(raw >= 0x80)[:, 0], tf.int32)
-    other = tf.where(
-        tf.math.unsorted_segment_max(
-            tf.ones_like(non_ascii), _text_of_bytes(non_ascii, starts), num_texts
+        return _regex_words(tf.concat(parts, 0), nonword_pattern)
+    # All texts joined, each followed by a space (as is each part).
+    part_texts = [tf.strings.reduce_join(part, separator=" ") for part in parts]
+    raw = tf.strings.reduce_join(tf.stack(part_texts), separator=" ")
+    part_starts = tf.cumsum(
+        tf.stack([tf.strings.length(text) + 1 for text in part_texts]), exclusive=True
+    )
+    lengths = tf.concat([tf.strings.length(part) for part in parts], 0)
+    starts = tf.concat(
+        [
+            tf.cumsum(tf.strings.length(part) + 1, exclusive=True) + part_starts[i]
+            for i, part in enumerate(parts)
+        ],
+        0,
+    )
+    # The texts with a byte >= 128 are lower-cased by ICU, the rest of the
+    # joined text byte by byte.
+    high = tf.cast(tf.where(tf.io.decode_raw(raw, tf.uint8) >= 0x80)[:, 0], tf.int32)
+    other = tf.cast(
+        tf.where(
+            tf.math.unsorted_segment_max(
+                tf.ones_like(high),
+                tf.searchsorted(starts, high, side="right") - 1,
+                tf.shape(lengths)[0],
+            )
+            > 0
+        ),
+        tf.int32,
+    )
+    other_start = tf.gather_nd(starts, other)
+    other_length = tf.gather_nd(lengths, other)
+    unicode_lowered = tf.strings.lower(
+        tf.strings.substr(raw, other_start, other_length), encoding="utf-8"
+    )
+    span_begin = tf.concat([[0], other_start + other_length], 0)
+    span_end = tf.concat([other_start, tf.strings.length(raw)[None]], 0)
+    spans = tf.strings.substr(tf.strings.lower(raw), span_begin, span_end - span_begin)
+    joined = tf.strings.reduce_join(
+        tf.concat(
+            [tf.reshape(tf.stack([spans[:-1], unicode_lowered], 1), [-1]), spans[-1:]], 0
         )
-        > 0
     )
-    lowered = tf.tensor_scatter_nd_update(
-        tf.strings.lower(texts),
-        other,
-        tf.strings.lower(tf.gather_nd(texts, other), encoding="utf-8"),
+    growth = tf.scatter_nd(
+        other, tf.strings.length(unicode_lowered) - other_length, tf.shape(lengths)
     )
-    joined = tf.strings.reduce_join(lowered, separator=" ")
+    starts += tf.cumsum(growth, exclusive=True)
     data = tf.io.decode_raw(joined, tf.uint8)
-    starts = tf.cumsum(tf.strings.length(lowered) + 1, exclusive=True)
     # ASCII bytes: a range test per ASCII range of word characters (uint8
     # arithmetic wraps, so bytes below a range and all bytes >= 128 fail).
     word = tf.zeros_like(data, tf.bool)
@@ -139,18 +163,20 @@ def lowered_words(texts, nonword_pattern):
     size = (
         2 + tf.cast(first_byte >= 0xE0, tf.int32) + tf.cast(first_byte >= 0xF0, tf.int32)
     )
-    padded = tf.concat([tf.cast(data, tf.int32), tf.zeros([3], tf.int32)], 0)
-    follow = [tf.gather(padded, lead_at + k) for k in (1, 2, 3)]
     code = tf.bitwise.right_shift(tf.constant(0x7F), size) & first_byte
     well_formed = (first_byte >= 0xC2) & (first_byte <= 0xF4)
-    for k, byte_k in enumerate(follow, 1):
+    last = tf.shape(data)[0] - 1
+    for k in (1, 2, 3):
         inside = k < size
+        byte_k = tf.cast(tf.gather(data, tf.minimum(lead_at + k, last)), tf.int32)
         code = tf.where(inside, code * 64 + (byte_k & 0x3F), code)
-        well_formed &= ~inside | ((byte_k >= 0x80) & (byte_k < 0xC0))
+        well_formed &= ~inside | (
+            (lead_at + k <= last) & (byte_k >= 0x80) & (byte_k < 0xC0)
+        )
     well_formed &= (
-        (size == 2)
-        | ((size == 3) & (code >= 0x800) & ((code < 0xD800) | (code > 0xDFFF)))
-        | ((size == 4) & (code >= 0x10000) & (code <= 0x10FFFF))
+        tf.equal(size, 2)
+        | (tf.equal(size, 3) & (code >= 0x800) & ((code < 0xD800) | (code > 0xDFFF)))
+        | (tf.equal(size, 4) & (code >= 0x10000) & (code <= 0x10FFFF))
     )
     # Valid UTF-8: every lead byte well formed with its continuation
     # bytes, and no other continuation byte.
@@ -176,15 +202,48 @@ def lowered_words(texts, nonword_pattern):
         # not word characters, so no word crosses two texts.
         padded_word = tf.concat([[False], word, [False]], 0)
         edges = tf.cast(
-            tf.where(padded_word[1:] != padded_word[:-1])[:, 0], tf.int32
+            tf.where(tf.not_equal(padded_word[1:], padded_word[:-1]))[:, 0], tf.int32
         )
         begin, end = edges[0::2], edges[1::2]
+        # Each text's words: from its first word (at or after its start).
+        first_word = tf.searchsorted(begin, starts, side="left")
+        counts = tf.concat([first_word[1:], tf.shape(begin)], 0) - first_word
+        return tf.strings.substr(joined, begin, end - begin), length_rows(counts)
+
+    return tf.cond(
+        valid, from_bytes, lambda: _regex_words(tf.concat(parts, 0), nonword_pattern)
+    )
+
+
+def _row_terms(word_row, word_term, num_rows, num_terms):
+    """The distinct (row, term) pairs, in order of first appearance.
+
+    `tf.unique_with_counts` of row * V + term, on int32 keys where they
+    fit (half the work of int64 keys), int64 otherwise.
+
+    Args:
+        word_row, word_term: int32 [n], each word's row and term.
+        num_rows: R.
+        num_terms: V.
+
+    Returns:
+        `(row, term, count)`, int32 [p] each: a pair's row, its term and
+        how many of the row's words it is.
+    """
+
+    def distinct(dtype):
+        width = tf.cast(num_terms, dtype)
+        pairs, _, counts = tf.unique_with_counts(
+            tf.cast(word_row, dtype) * width + tf.cast(word_term, dtype)
+        )
         return (
-            tf.strings.substr(joined, begin, end - begin),
-            _text_of_bytes(begin, starts),
+            tf.cast(pairs // width, tf.int32),
+            tf.cast(pairs % width, tf.int32),
+            counts,
         )
 
-    return tf.cond(valid, from_bytes, lambda: _regex_words(texts, nonword_pattern))
+    fits = tf.cast(num_rows, tf.int64) * tf.cast(num_terms, tf.int64) < 2**31
+    return tf.cond(fits, lambda: distinct(tf.int32), lambda: distinct(tf.int64))
 
 
 def tfidf_scores(texts, batch, context, num_batch, nonword_pattern):
@@ -203,8 +262,8 @@ def tfidf_scores(texts, batch, context, num_batch, nonword_pattern):
     """
     num_rows = tf.shape(texts)[0]
     # The rows' words, then the contexts'.
-    words, text = lowered_words(tf.concat([texts, context], 0), nonword_pattern)
-    num_words = tf.reduce_sum(tf.cast(text < num_rows, tf.int32))
+    words, text = lowered_words([texts, context], nonword_pattern)
+    num_words = tf.searchsorted(text, num_rows[None])[0]
     word_row = text[:num_words]
     query_batch = text[num_words:] - num_rows
     # A term is a word of one example (ids by first appearance, words first).
@@ -212,12 +271,7 @@ def tfidf_scores(texts, batch, context, num_batch, nonword_pattern):
         words, tf.concat([tf.gather(batch, word_row), query_batch], 0)
     )
     row_term, query_term = term[:num_words], term[num_words:]
-    pairs, _, counts = tf.unique_with_counts(
-        tf.cast(word_row, tf.int64) * tf.cast(num_terms, tf.int64)
-        + tf.cast(row_term, tf.int64)
-    )
-    pair_row = tf.cast(pairs // tf.cast(num_terms, tf.int64), tf.int32)
-    pair_term = tf.cast(pairs % tf.cast(num_terms, tf.int64), tf.int32)
+    pair_row, pair_term, counts = _row_terms(word_row, row_term, num_rows, num_terms)
     document_frequency = tf.math.unsorted_segment_sum(
         tf.ones_like(pair_term, tf.float64), pair_term, num_terms
     )
@@ -279,12 +333,19 @@ def rank(scores, batch, num_batch):
         order.
     """
     local = local_index(batch, num_batch)
-    padded = tf.RaggedTensor.from_value_rowids(
-        -scores, batch, nrows=num_batch
-    ).to_tensor(default_value=2.0)
+    width = tf.reduce_max(tf.concat([local + 1, [0]], 0))
+    place = tf.stack([batch, local], 1)
+    padded = tf.tensor_scatter_nd_update(
+        tf.fill(tf.stack([num_batch, width]), 2.0), place, -scores
+    )
     order = tf.argsort(padded, axis=1, stable=True)
-    ranks = tf.argsort(order, axis=1, stable=True)
-    return tf.gather_nd(ranks, tf.stack([batch, local], 1))
+    # The inverse permutation of each example's order.
+    ranks = tf.scatter_nd(
+        tf.stack([tf.repeat(tf.range(num_batch), width), tf.reshape(order, [-1])], 1),
+        tf.tile(tf.range(width), [num_batch]),
+        tf.shape(order),
+    )
+    return tf.gather_nd(ranks, place)
 
 
 def learned_rank(ranker, context_tokens, rows, sentences, candidates, pad_id,
