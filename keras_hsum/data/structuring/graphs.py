@@ -10,11 +10,13 @@ reference's float64 dot products: a cosine within one float32 ulp of
 qmsum_goldspan and fewsum validation examples every graph is equal
 (`tests/data/test_structurer_graphs.py`).
 
-Words are cut as `tf_text.regex_split(text, Patterns.nonword)` cuts them,
-for less: one static RE2 replacement leaves ASCII spaces alone between
-the words (`_spaced`), and a whitespace split cuts at them. Only the
-words that can be entities become strings (`_candidates`), and the
-discourse markers are one full match of each row's head.
+The similarity graph's terms are the tf-idf ranking's
+(`ranking.lowered_words`). The discourse graph cuts words as
+`tf_text.regex_split(text, Patterns.nonword)` does, for less: a static RE2
+replacement leaves ASCII spaces alone between them (`_spaced`), a second
+one keeps the words that can be entities (`_candidates`), and a whitespace
+split cuts at the spaces; the discourse markers are one full match of
+each row's head.
 """
 
 import functools
@@ -23,6 +25,7 @@ import tensorflow as tf
 
 from keras_hsum.data.structuring.character_classes import character_classes
 from keras_hsum.data.structuring.character_classes import escape
+from keras_hsum.data.structuring.ranking import lowered_words
 from keras_hsum.data.structuring.segments import per_example_terms
 from keras_hsum.data.structuring.sentences import split_sentences
 from keras_hsum.features import DOCUMENT_IDS
@@ -120,14 +123,14 @@ def paragraph_graph(features, kind, options, patterns):
     texts = features["unit_texts"]
     valid = features[PARAGRAPH_MASK]
     if kind == "similarity":
-        return _similarity_graph(texts, valid, options)
+        return _similarity_graph(texts, valid, options, patterns)
     return _discourse_graph(
         texts, valid, features[DOCUMENT_IDS], features[PARAGRAPH_INDEX],
         options, patterns,
     )
 
 
-def _similarity_graph(texts, valid, options):
+def _similarity_graph(texts, valid, options, patterns):
     """`graphs.similarity_graph` of each example's kept rows.
 
     tf-idf vectors over the example's P' real rows (terms: lower-cased
@@ -144,9 +147,8 @@ def _similarity_graph(texts, valid, options):
     """
     P = texts.shape[1]
     num_batch = tf.shape(texts)[0]
-    word_row, words = _words(
-        tf.strings.lower(tf.reshape(texts, [-1]), encoding="utf-8")
-    )
+    # The tf-idf ranking's terms.
+    words, word_row = lowered_words(tf.reshape(texts, [-1]), patterns.nonword)
     word_batch = word_row // P
     local, size = per_example_terms(words, word_batch, num_batch)
     # Counts of whole numbers: any order of summing them is exact.
@@ -280,29 +282,14 @@ def _shared_entities(texts, stop_words, patterns):
     return tf.linalg.set_diag(shared, tf.zeros(tf.shape(shared)[:2], tf.float64))
 
 
-def _words(texts):
-    """The words of each string, as `tf_text.regex_split(texts,
-    Patterns.nonword, "")` cuts them: its maximal `[^\\W_]` runs.
-
-    `_spaced` leaves ASCII spaces alone between the words, and the
-    whitespace split cuts at them: most non-word runs are one space
-    between two words, so RE2 restarts once per punctuation run instead
-    of once per word, and no regex op builds the words.
-
-    Args:
-        texts: tf.string [n].
+def _split(spaced):
+    """`spaced` (tf.string [n], `_spaced` text) cut at runs of ASCII
+    whitespace, which no word character is.
 
     Returns:
         `(row, words)`: int32 [W], the string each word comes from, and
-        tf.string [W], in order.
+        tf.string [W], in order (no ragged tensor).
     """
-    return _split(_spaced(texts))
-
-
-def _split(spaced):
-    """`spaced` (tf.string [n]) cut at runs of ASCII whitespace, which no
-    word character is: `(row, words)` as `_words` returns them, without
-    a ragged tensor."""
     indices, words, _ = tf.raw_ops.StringSplitV2(input=spaced, sep="")
     return tf.cast(indices[:, 0], tf.int32), words
 
@@ -310,7 +297,10 @@ def _split(spaced):
 def _spaced(texts):
     """`texts` (tf.string [n]) with each non-word run that holds a
     character other than an ASCII space replaced by one space: tf.string
-    [n], the same words, separated by runs of ASCII spaces."""
+    [n], the same words (`regex_split(texts, Patterns.nonword)`'s),
+    separated by runs of ASCII spaces. Most non-word runs are one space
+    between two words, so RE2 restarts once per punctuation run, where
+    `regex_split` restarts once per word."""
     return tf.strings.regex_replace(texts, _separators(), " ")
 
 
