@@ -35,6 +35,7 @@ DOCUMENT_BREAK = "---"
 # `render_documents` writes a paragraph equal to a marker so.
 ESCAPED_MARKER = r"\\(\\*(?:===|---))"
 _ESCAPED_MARKER = re.compile(ESCAPED_MARKER)
+_MARKERS = (SECTION_BREAK, DOCUMENT_BREAK)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +90,21 @@ class Example:
     def num_words(self):
         """Whitespace word count of the input documents."""
         return sum(len(s.split()) for s in self.sentences())
+
+
+@dataclasses.dataclass(frozen=True)
+class RenderedExample:
+    """An `Example` with its documents as the plain text a SavedModel
+    receives: `documents` holds `render_documents(example)`, one string per
+    document; the other fields are the example's (`rendered_example`)."""
+
+    id: str
+    dataset: str
+    title: str | None
+    query: str | None
+    documents: tuple[str, ...]
+    summary: str
+    references: tuple[str, ...]
 
 
 class InvalidExampleError(ValueError):
@@ -312,6 +328,12 @@ def parse_jsonl_line(raw, path="<line>", line_number=0, unicode_errors="strict")
             surrogate escape (under "strict") or a record that does not
             follow the schema; the message names the file, line and field.
     """
+    record = _decoded_line(raw, path, line_number, unicode_errors)
+    return example_from_dict(record, path, line_number)
+
+
+def _decoded_line(raw, path, line_number, unicode_errors):
+    """A line's JSON object, without lone surrogates (`parse_jsonl_line`)."""
     try:
         text = raw.decode("utf-8", errors=unicode_errors)
     except UnicodeDecodeError as error:
@@ -333,10 +355,11 @@ def parse_jsonl_line(raw, path="<line>", line_number=0, unicode_errors="strict")
         ) from None
     if _SURROGATE_ESCAPE.search(text):
         record = _without_lone_surrogates(record, unicode_errors, path, line_number)
-    return example_from_dict(record, path, line_number)
+    return record
 
 
-def read_jsonl(path, skip_invalid=False, unicode_errors="strict", report=None):
+def read_jsonl(path, skip_invalid=False, unicode_errors="strict", report=None,
+               rendered=False):
     """Streams `Example`s from a canonical JSONL file (gzip or plain).
 
     Args:
@@ -349,6 +372,8 @@ def read_jsonl(path, skip_invalid=False, unicode_errors="strict", report=None):
             A lone UTF-16 surrogate escape in a JSON string (`"\\ud83d"`,
             half an emoji) counts as invalid text too.
         report: an optional `ReadReport` that receives the counts.
+        rendered: yield `RenderedExample`s instead (`rendered_from_dict`:
+            the same lines refused, with the same errors).
 
     Yields:
         `Example` objects in file order.
@@ -363,6 +388,7 @@ def read_jsonl(path, skip_invalid=False, unicode_errors="strict", report=None):
             f"received {unicode_errors!r}."
         )
     report = report if report is not None else ReadReport()
+    build = rendered_from_dict if rendered else example_from_dict
     with _open_binary(path) as handle:
         for line_number, raw in enumerate(handle, start=1):
             if line_number == 1 and raw.startswith(_UTF8_BOM):
@@ -371,7 +397,8 @@ def read_jsonl(path, skip_invalid=False, unicode_errors="strict", report=None):
                 continue
             report.lines += 1
             try:
-                example = parse_jsonl_line(raw, path, line_number, unicode_errors)
+                record = _decoded_line(raw, path, line_number, unicode_errors)
+                example = build(record, path, line_number)
             except InvalidExampleError as error:
                 if not skip_invalid:
                     raise
@@ -450,22 +477,129 @@ def render_documents(example):
     for document in example.documents:
         sections = []
         for section in document.sections:
-            paragraphs = [_paragraph_line(p) for p in section.paragraphs]
+            paragraphs = [_paragraph_line(" ".join(p)) for p in section.paragraphs]
             paragraphs = [p for p in paragraphs if p]
             if paragraphs:
                 sections.append("\n\n".join(paragraphs))
-        documents.append(f"\n\n{SECTION_BREAK}\n\n".join(sections))
+        documents.append(_SECTION_SEPARATOR.join(sections))
     return documents
 
 
-def _paragraph_line(sentences):
-    """A paragraph as one line of text ("" if it has none), escaped when
-    it would read as a marker."""
-    lines = (line.strip() for line in " ".join(sentences).split("\n"))
-    text = " ".join(line for line in lines if line)
-    if text in (SECTION_BREAK, DOCUMENT_BREAK) or _ESCAPED_MARKER.fullmatch(text):
+_SECTION_SEPARATOR = f"\n\n{SECTION_BREAK}\n\n"
+
+
+def _paragraph_line(text):
+    """A paragraph's sentences joined by spaces as one line of text ("" if
+    it has none), escaped when it would read as a marker."""
+    if "\n" in text:
+        text = " ".join(line for line in map(str.strip, text.split("\n")) if line)
+    else:
+        text = text.strip()
+    if text.endswith(_MARKERS) and (text in _MARKERS or _ESCAPED_MARKER.fullmatch(text)):
         text = "\\" + text
     return text
+
+
+def rendered_example(example):
+    """`example` (an `Example`) as a `RenderedExample`."""
+    return RenderedExample(
+        id=example.id,
+        dataset=example.dataset,
+        title=example.title,
+        query=example.query,
+        documents=tuple(render_documents(example)),
+        summary=example.summary,
+        references=example.references,
+    )
+
+
+def rendered_from_dict(record, path="<dict>", line_number=0):
+    """`rendered_example(example_from_dict(record, path, line_number))`.
+
+    A record that follows the schema with plain JSON types (what
+    `json.loads` gives) is validated and rendered in one walk, without
+    building its sections and paragraphs; any other record takes the way
+    through `example_from_dict`, so the same records are refused with the
+    same errors.
+
+    Raises:
+        InvalidExampleError: naming the file, line and field that is wrong.
+    """
+    example = _rendered_plain(record, path, line_number)
+    if example is None:
+        return rendered_example(example_from_dict(record, path, line_number))
+    return example
+
+
+def _rendered_plain(record, path, line_number):
+    """`rendered_from_dict` of a record whose every field is of the exact
+    type the schema names (None, str, list, dict; an int id); None for
+    any other record."""
+    if type(record) is not dict:
+        return None
+    raw_documents = record.get("documents")
+    if type(raw_documents) is not list:
+        return None
+    documents = []
+    for raw_document in raw_documents:
+        if type(raw_document) is not dict:
+            return None
+        title = raw_document.get("title")
+        raw_sections = raw_document.get("sections")
+        if (title is not None and type(title) is not str) or type(raw_sections) is not list:
+            return None
+        sections = []
+        for raw_section in raw_sections:
+            if type(raw_section) is not dict:
+                return None
+            heading = raw_section.get("heading")
+            raw_paragraphs = raw_section.get("paragraphs")
+            if (heading is not None and type(heading) is not str) or (
+                type(raw_paragraphs) is not list
+            ):
+                return None
+            paragraphs = []
+            for raw_paragraph in raw_paragraphs:
+                if type(raw_paragraph) is not list:
+                    return None
+                try:
+                    text = " ".join(raw_paragraph).strip()
+                except TypeError:  # a sentence that is not a str
+                    return None
+                if "\n" in text or text.endswith(_MARKERS):
+                    text = _paragraph_line(text)  # the same line, stripped first
+                if text:
+                    paragraphs.append(text)
+            if paragraphs:
+                sections.append("\n\n".join(paragraphs))
+        documents.append(_SECTION_SEPARATOR.join(sections))
+    summary = record.get("summary")
+    summary = "" if summary is None else summary
+    references = record.get("references")
+    if references is None:
+        references = [summary] if summary else []
+    raw_id = record.get("id", f"{os.path.basename(str(path))}:{line_number}")
+    dataset = record.get("dataset") or ""
+    title, query = record.get("title"), record.get("query")
+    if (
+        type(summary) is not str
+        or type(references) is not list
+        or any(type(reference) is not str for reference in references)
+        or type(raw_id) not in (str, int)
+        or type(dataset) is not str
+        or (title is not None and type(title) is not str)
+        or (query is not None and type(query) is not str)
+    ):
+        return None
+    return RenderedExample(
+        id=str(raw_id),
+        dataset=dataset,
+        title=title,
+        query=query,
+        documents=tuple(documents),
+        summary=summary,
+        references=tuple(references),
+    )
 
 
 def resplit_sentences(example):
@@ -542,14 +676,17 @@ def example_from_text(text, example_id="text", title=None, query=None):
     )
 
 
-def read_examples(path, skip_invalid=False, unicode_errors="strict", report=None):
+def read_examples(path, skip_invalid=False, unicode_errors="strict", report=None,
+                  rendered=False):
     """Streams examples from a JSONL file, a text file, or a folder of them.
 
     A folder is read in sorted file order; `.jsonl`/`.jsonl.gz`/`.json.gz`
     files as JSONL, `.txt` files as plain text (one example per file); its
     other files are listed in `report.ignored_files`.
-    `skip_invalid`, `unicode_errors` and `report` apply to every file as in
-    `read_jsonl` (a text file counts as one line).
+    `skip_invalid`, `unicode_errors`, `report` and `rendered` (yield
+    `RenderedExample`s: the documents as `render_documents` writes them)
+    apply to every file as in `read_jsonl` (a text file counts as one
+    line).
     """
     path = os.fspath(path)
     if not os.path.exists(path):
@@ -562,7 +699,7 @@ def read_examples(path, skip_invalid=False, unicode_errors="strict", report=None
             child = os.path.join(path, name)
             if os.path.isfile(child) and _kind(child) is not None:
                 yield from read_examples(
-                    child, skip_invalid, unicode_errors, report
+                    child, skip_invalid, unicode_errors, report, rendered
                 )
             elif os.path.isfile(child) and report is not None:
                 report.ignored_files.append(child)
@@ -581,9 +718,9 @@ def read_examples(path, skip_invalid=False, unicode_errors="strict", report=None
             return
         if report is not None:
             report.examples += 1
-        yield example
+        yield rendered_example(example) if rendered else example
     elif kind == "jsonl":
-        yield from read_jsonl(path, skip_invalid, unicode_errors, report)
+        yield from read_jsonl(path, skip_invalid, unicode_errors, report, rendered)
     else:
         raise ValueError(
             f"Cannot read {path!r}: expected a .jsonl, .jsonl.gz or .txt file "

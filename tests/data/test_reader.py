@@ -3,6 +3,7 @@
 import gzip
 import json
 import os
+import re
 
 import pytest
 
@@ -508,6 +509,123 @@ def test_render_documents_round_trips_sections(name, split):
             for d in layout(example.documents)
         ]
         assert layout(back.documents) == expected, example.id
+
+
+def _rendered_reference(example):
+    """`render_documents` and `rendered_example` written out from their
+    docstrings: a paragraph's sentences joined by spaces, its lines
+    stripped and joined by spaces (blank ones dropped), a paragraph that
+    is backslashes and a marker escaped with one more; paragraphs apart by
+    a blank line, sections by a `===` line, empty ones dropped."""
+    documents = []
+    for document in example.documents:
+        sections = []
+        for section in document.sections:
+            paragraphs = []
+            for sentences in section.paragraphs:
+                lines = [line.strip() for line in " ".join(sentences).split("\n")]
+                text = " ".join(line for line in lines if line)
+                if re.fullmatch(r"\\*(===|---)", text):
+                    text = "\\" + text
+                if text:
+                    paragraphs.append(text)
+            if paragraphs:
+                sections.append("\n\n".join(paragraphs))
+        documents.append("\n\n===\n\n".join(sections))
+    return reader.RenderedExample(
+        id=example.id, dataset=example.dataset, title=example.title,
+        query=example.query, documents=tuple(documents), summary=example.summary,
+        references=example.references,
+    )
+
+
+def test_rendered_reading_equals_the_rendered_examples_of_every_sample(tmp_path):
+    # read_jsonl(rendered=True) validates and renders each line in one walk;
+    # it must give every bundled example as reading then rendering gives it.
+    lines = []
+    for name, split in SAMPLE_SPLITS:
+        with open(corpora.sample_path(name, split), "rb") as handle:
+            data = handle.read()
+        lines += (gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data).splitlines()
+    path = write_lines(tmp_path / "all.jsonl", lines)
+    examples = list(reader.read_jsonl(path))
+    assert len(examples) > 1000
+    expected = [_rendered_reference(example) for example in examples]
+    assert [list(e.documents) for e in expected] == [
+        reader.render_documents(example) for example in examples]
+    assert list(reader.read_jsonl(path, rendered=True)) == expected
+
+
+def _mutations(rng, value):
+    """`value` (a JSON value) with a few random changes: a field deleted or
+    given another type, odd but valid strings inserted or swapped in."""
+    odd_values = [None, 0, 1, True, False, 1.5, "", "x", [], {}, ["x"], [1], [None],
+                  [["x"]], {"sections": []}]
+    odd_texts = ["===", " --- ", "\\===", "\\\\---", "a\n\nb", "\n---\n", " \u2028x\x1c ",
+                 "\x85", "é\u00a0z", "   ", "x\r\ny", "-==="]
+    if isinstance(value, dict):
+        value = dict(value)
+        for key in list(value):
+            roll = rng.random()
+            if roll < 0.01:
+                del value[key]
+            elif roll < 0.025:
+                value[key] = odd_values[rng.integers(len(odd_values))]
+            else:
+                value[key] = _mutations(rng, value[key])
+        return value
+    if isinstance(value, list):
+        value = [_mutations(rng, item) for item in value]
+        if rng.random() < 0.02:
+            value.append(odd_values[rng.integers(len(odd_values))])
+        text = odd_texts[rng.integers(len(odd_texts))]
+        if rng.random() < 0.3 and all(isinstance(item, str) for item in value):
+            value.insert(int(rng.integers(len(value) + 1)), text)
+        elif rng.random() < 0.3 and value and all(isinstance(item, list) for item in value):
+            value.insert(int(rng.integers(len(value) + 1)), [text])
+        return value
+    if isinstance(value, str) and rng.random() < 0.1:
+        return odd_texts[rng.integers(len(odd_texts))]
+    return value
+
+
+def test_rendered_from_dict_refuses_and_renders_as_example_from_dict():
+    # 3,000 randomly broken or odd records (seed 58): each gives the error
+    # example_from_dict raises, or the reference rendering of its Example.
+    import numpy as np
+
+    rng = np.random.default_rng(58)
+    bases = [record(), record(7, dataset=None, references=None, title=None),
+             record("q", query="Who?", summary="", references=[])]
+    outcomes = set()
+    for _ in range(3000):
+        value = _mutations(rng, bases[rng.integers(len(bases))])
+        try:
+            expected = _rendered_reference(reader.example_from_dict(value, "f.jsonl", 3))
+        except InvalidExampleError as error:
+            expected = str(error)
+        try:
+            got = reader.rendered_from_dict(value, "f.jsonl", 3)
+        except InvalidExampleError as error:
+            got = str(error)
+        assert got == expected, value
+        outcomes.add(type(expected))
+    assert outcomes == {str, reader.RenderedExample}
+
+
+def test_rendered_reading_of_a_folder_counts_as_reading(tmp_path):
+    write_lines(tmp_path / "b.jsonl.gz", [dumps(record("b1")), "{broken", dumps(record("b2"))],
+                True)
+    (tmp_path / "a.txt").write_text("Plain text.\n\n===\n\nTwo.\n", encoding="utf-8")
+    (tmp_path / "c.txt").write_bytes(b"Bad " + INVALID_UTF8 + b"\n")
+    plain, rendered = ReadReport(), ReadReport()
+    expected = [_rendered_reference(e) for e in reader.read_examples(
+        tmp_path, skip_invalid=True, unicode_errors="strict", report=plain)]
+    got = list(reader.read_examples(tmp_path, skip_invalid=True, unicode_errors="strict",
+                                    report=rendered, rendered=True))
+    assert got == expected and [e.id for e in got] == ["a.txt", "b1", "b2"]
+    assert got[0].documents == ("Plain text.\n\n===\n\nTwo.",)
+    assert rendered == plain and plain.skipped == 2
 
 
 def test_resplit_sentences_keeps_everything_but_the_split():
