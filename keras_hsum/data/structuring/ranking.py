@@ -333,19 +333,12 @@ def rank(scores, batch, num_batch):
         order.
     """
     local = local_index(batch, num_batch)
-    width = tf.reduce_max(tf.concat([local + 1, [0]], 0))
-    place = tf.stack([batch, local], 1)
-    padded = tf.tensor_scatter_nd_update(
-        tf.fill(tf.stack([num_batch, width]), 2.0), place, -scores
-    )
+    padded = tf.RaggedTensor.from_value_rowids(
+        -scores, batch, nrows=num_batch
+    ).to_tensor(default_value=2.0)
     order = tf.argsort(padded, axis=1, stable=True)
-    # The inverse permutation of each example's order.
-    ranks = tf.scatter_nd(
-        tf.stack([tf.repeat(tf.range(num_batch), width), tf.reshape(order, [-1])], 1),
-        tf.tile(tf.range(width), [num_batch]),
-        tf.shape(order),
-    )
-    return tf.gather_nd(ranks, place)
+    ranks = tf.argsort(order, axis=1, stable=True)
+    return tf.gather_nd(ranks, tf.stack([batch, local], 1))
 
 
 def learned_rank(ranker, context_tokens, rows, sentences, candidates, pad_id,

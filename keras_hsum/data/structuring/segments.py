@@ -67,10 +67,7 @@ def pair_ids(keys, batch):
 
     What `tf.unique` numbers `as_string(batch) + " " + keys` as, without a
     string per item: the distinct strings' ids, then the distinct
-    (example, string id) pairs' -- by a table over all of them (each
-    pair's first item: a segment minimum) where it is at most a few times
-    the items (a batch of examples shares most of its words), else by
-    `tf.unique`.
+    (example, string id) pairs'.
 
     Args:
         keys: tf.string [n].
@@ -79,32 +76,10 @@ def pair_ids(keys, batch):
     Returns:
         `(ids, size)`: int32 [n] and the number of distinct pairs (scalar).
     """
-    strings, string = tf.unique(keys, out_idx=tf.int32)
+    strings, string = tf.unique(keys, out_idx=tf.int64)
     num_strings = tf.shape(strings, out_type=tf.int64)[0]
-    lowest = tf.reduce_min(tf.concat([tf.cast(batch, tf.int64), [0]], 0))
-    highest = tf.reduce_max(tf.concat([tf.cast(batch, tf.int64), [lowest - 1]], 0))
-    num_pairs = (highest - lowest + 1) * num_strings
-
-    def by_table():
-        key = (tf.cast(batch, tf.int32) - tf.cast(lowest, tf.int32)) * tf.cast(
-            num_strings, tf.int32
-        ) + string
-        position = tf.range(tf.shape(key)[0])
-        first = tf.gather(
-            tf.math.unsorted_segment_min(position, key, tf.cast(num_pairs, tf.int32)), key
-        )
-        is_first = tf.cast(tf.equal(first, position), tf.int32)
-        return tf.gather(tf.cumsum(is_first) - 1, first), tf.reduce_sum(is_first)
-
-    def by_hashing():
-        pairs, ids = tf.unique(
-            tf.cast(batch, tf.int64) * num_strings + tf.cast(string, tf.int64),
-            out_idx=tf.int32,
-        )
-        return ids, tf.shape(pairs)[0]
-
-    size = tf.shape(keys, out_type=tf.int64)[0]
-    return tf.cond(num_pairs <= 8 * size + 4096, by_table, by_hashing)
+    pairs, ids = tf.unique(tf.cast(batch, tf.int64) * num_strings + string, out_idx=tf.int32)
+    return ids, tf.shape(pairs)[0]
 
 
 def per_example_terms(keys, batch, num_batch):
