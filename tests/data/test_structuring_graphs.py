@@ -1,9 +1,9 @@
 """The in-graph paragraph graphs against `keras_hsum.data.graphs` on hand-written rows.
 
-`keras_hsum.data.structuring.graphs` cuts words without `regex_split` (tf-idf
-terms by `ranking.lowered_words`; for entities, a static replacement leaves
-spaces between the words and a second one keeps the capitalised ones, then
-a whitespace split) and matches every marker in one pattern. The rows here probe where that could cut differently from the
+`keras_hsum.data.structuring.graphs` cuts words without `regex_split` (a
+static replacement leaves spaces between them, for entities a second one
+keeps the capitalised ones, then a whitespace split) and matches every
+marker in one pattern. The rows here probe where that could cut differently from the
 Python reference's `[^\\W_]+` words: runs of punctuation and spaces, tabs,
 no-break and ideographic spaces, underscores, single capitals, non-ASCII
 capitals, sentence-initial and stop-word capitals, markers behind

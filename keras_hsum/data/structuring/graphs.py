@@ -10,13 +10,12 @@ reference's float64 dot products: a cosine within one float32 ulp of
 qmsum_goldspan and fewsum validation examples every graph is equal
 (`tests/data/test_structurer_graphs.py`).
 
-The similarity graph's terms are the tf-idf ranking's
-(`ranking.lowered_words`). The discourse graph cuts words as
-`tf_text.regex_split(text, Patterns.nonword)` does, for less: a static RE2
-replacement leaves ASCII spaces alone between them (`_spaced`), a second
-one keeps the words that can be entities (`_candidates`), and a whitespace
-split cuts at the spaces; the discourse markers are one full match of
-each row's head.
+Words are cut as `tf_text.regex_split(text, Patterns.nonword)` cuts them,
+for less: a static RE2 replacement leaves ASCII spaces alone between them
+(`_spaced`) and a whitespace split cuts at the spaces; for entities a
+second replacement first keeps only the words that can be entities
+(`_candidates`). The discourse markers are one full match of each row's
+head.
 """
 
 import functools
@@ -25,7 +24,6 @@ import tensorflow as tf
 
 from keras_hsum.data.structuring.character_classes import character_classes
 from keras_hsum.data.structuring.character_classes import escape
-from keras_hsum.data.structuring.ranking import lowered_words
 from keras_hsum.data.structuring.segments import per_example_terms
 from keras_hsum.data.structuring.sentences import split_sentences
 from keras_hsum.features import DOCUMENT_IDS
@@ -123,14 +121,14 @@ def paragraph_graph(features, kind, options, patterns):
     texts = features["unit_texts"]
     valid = features[PARAGRAPH_MASK]
     if kind == "similarity":
-        return _similarity_graph(texts, valid, options, patterns)
+        return _similarity_graph(texts, valid, options)
     return _discourse_graph(
         texts, valid, features[DOCUMENT_IDS], features[PARAGRAPH_INDEX],
         options, patterns,
     )
 
 
-def _similarity_graph(texts, valid, options, patterns):
+def _similarity_graph(texts, valid, options):
     """`graphs.similarity_graph` of each example's kept rows.
 
     tf-idf vectors over the example's P' real rows (terms: lower-cased
@@ -147,8 +145,12 @@ def _similarity_graph(texts, valid, options, patterns):
     """
     P = texts.shape[1]
     num_batch = tf.shape(texts)[0]
-    # The tf-idf ranking's terms.
-    words, word_row = lowered_words(tf.reshape(texts, [-1]), patterns.nonword)
+    # `ranking.lowered_words` gives the same words, for less on long ASCII
+    # rows (discourse recipe: 0.12 ms/example) and for more on others
+    # (2.4x on CJK-like rows; HT's paragraphs: the same).
+    word_row, words = _split(
+        _spaced(tf.strings.lower(tf.reshape(texts, [-1]), encoding="utf-8"))
+    )
     word_batch = word_row // P
     local, size = per_example_terms(words, word_batch, num_batch)
     # Counts of whole numbers: any order of summing them is exact.
