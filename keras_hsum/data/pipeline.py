@@ -76,8 +76,9 @@ from keras_hsum.data.label_extras import paragraph_graph
 from keras_hsum.data.label_extras import ranker_targets  # noqa: F401 (re-exported for keras_hsum.data)
 from keras_hsum.data.label_extras import seal_labels  # noqa: F401 (re-exported for keras_hsum.data)
 from keras_hsum.data.pipeline_report import PipelineReport
-from keras_hsum.data.raw_examples import RAW_SIGNATURE
-from keras_hsum.data.raw_examples import raw_examples
+from keras_hsum.data.raw_examples import RAW_CHUNK_SIGNATURE
+from keras_hsum.data.raw_examples import chunk_tensors
+from keras_hsum.data.raw_examples import raw_chunks
 from keras_hsum.data.structuring.statistics import STATISTICS
 from keras_hsum.features import CONTEXT_TOKENS
 from keras_hsum.features import DOCUMENT_IDS
@@ -136,8 +137,8 @@ def _check_arguments(
     return dict(FAMILY_OPTIONS[family], **options), extras
 
 
-# Raw examples are structured this many at a time (the structurer is
-# vectorised over a batch), then unbatched.
+# Raw examples are read and structured this many at a time (the
+# structurer is vectorised over a batch), then unbatched.
 _STRUCTURE_CHUNK = 32
 
 
@@ -214,17 +215,19 @@ def _structured_dataset(
     needs_summary = bool(require_summary or max_target_length)
 
     def raw():
-        return raw_examples(
+        return raw_chunks(
             source, report, needs_summary, skip_invalid, strict, unicode_errors,
-            failures,
+            failures, _STRUCTURE_CHUNK,
         )
 
-    dataset = tf.data.Dataset.from_generator(raw, output_signature=RAW_SIGNATURE)
+    # One generator call per chunk, not per example: each call holds the GIL.
+    dataset = tf.data.Dataset.from_generator(raw, output_signature=RAW_CHUNK_SIGNATURE)
 
     mask = TOKEN_MASK if family == "flat" else PARAGRAPH_MASK
     count_truncation = _truncation_counter(report, max_target_length)
 
     def structure_chunk(chunk):
+        chunk = chunk_tensors(chunk)
         features = structurer(
             chunk["documents"].to_tensor(default_value=""),
             title=chunk["title"],
@@ -287,11 +290,9 @@ def _structured_dataset(
             out[TOKENS] = tf.identity(out[TOKENS])
         return out
 
-    dataset = (
-        dataset.ragged_batch(_STRUCTURE_CHUNK)
-        .map(structure_chunk, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        .unbatch()
-    )
+    dataset = dataset.map(
+        structure_chunk, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
+    ).unbatch()
     count_empty_input = _uncount(report, "empty_input", strict, failures)
     count_empty_summary = _uncount(report, "empty_summary", strict, failures)
 
@@ -615,9 +616,10 @@ def make_dataset(
 ):
     """A `tf.data.Dataset` of padded batches for one model family.
 
-    Pipeline: read (a Python generator of strings: each example's
-    documents rendered as plain text, title, query, summary) → structure
-    in the graph, 32 examples at a time, with the SavedModel's own
+    Pipeline: read (a Python generator of strings, 32 examples per call:
+    each example's documents rendered as plain text, title, query,
+    summary; `raw_examples.raw_chunks`) → structure in the graph, the
+    same 32 examples at a time, with the SavedModel's own
     `TextStructurer` and tokenize the target (`map`, AUTOTUNE, order kept)
     → drop examples without a token → extras (Python, on the structurer's
     output) → take (optional) → cache (optional) → shuffle (optional) →

@@ -6,6 +6,12 @@ plain text, as a SavedModel receives them (`render_documents`), its title,
 query, summary, references, id and dataset (`RAW_SIGNATURE`). Examples
 without a summary (when one is needed) or without text are skipped and
 counted in the pipeline's report.
+
+`raw_chunks` yields the same examples several at a time, as flat arrays
+(`RAW_CHUNK_SIGNATURE`; `chunk_tensors` makes them the batch of
+`RAW_SIGNATURE` that `ragged_batch` would give): `make_dataset` reads its
+source so, since `tf.data.Dataset.from_generator` costs a Python call and a
+conversion per field for every element it yields, under the GIL.
 """
 
 import os
@@ -27,6 +33,18 @@ RAW_SIGNATURE = {
     EXAMPLE_ID: tf.TensorSpec([], tf.string),
     "dataset": tf.TensorSpec([], tf.string),
 }
+# The fields of `RAW_SIGNATURE` with one string per example.
+_SCALARS = ("title", "query", "summary", EXAMPLE_ID, "dataset")
+# The fields with several strings per example, and the counts' names.
+_LISTS = {"documents": "document_counts", "references": "reference_counts"}
+# A chunk of B raw examples, as `raw_chunks` yields them: `title`, `query`,
+# `summary`, `example_id` and `dataset` [B]; the documents of every example,
+# one after the other, [sum of document_counts] and `document_counts` [B];
+# the same for `references`.
+RAW_CHUNK_SIGNATURE = dict(
+    {name: tf.TensorSpec([None], tf.string) for name in RAW_SIGNATURE},
+    **{counts: tf.TensorSpec([None], tf.int64) for counts in _LISTS.values()},
+)
 
 
 def read_source(source, report, skip_invalid, unicode_errors):
@@ -36,6 +54,10 @@ def read_source(source, report, skip_invalid, unicode_errors):
         source: a corpus path (file or folder) or an iterable of `Example`.
         report: a `PipelineReport` (`read`, `invalid_lines`).
         skip_invalid, unicode_errors: as in `read_examples`.
+
+    Yields:
+        A corpus file's examples as `reader.RenderedExample`s (its lines
+        read straight into them), an iterable's as the `Example`s it yields.
 
     Raises:
         TypeError: when the iterable yields something else than `Example`.
@@ -57,7 +79,7 @@ def read_source(source, report, skip_invalid, unicode_errors):
                 seen += 1
 
         for example in reader_lib.read_examples(
-            source, skip_invalid, unicode_errors, read_report
+            source, skip_invalid, unicode_errors, read_report, rendered=True
         ):
             sync()
             report.read += 1
@@ -93,15 +115,94 @@ def raw_examples(source, report, needs_summary, skip_invalid, strict, unicode_er
         failures: a list that receives the error raised.
     """
     try:
-        yield from _raw_strings(
+        for example in _raw_strings(
             source, report, needs_summary, skip_invalid, strict, unicode_errors
-        )
+        ):
+            yield {
+                "documents": np.asarray(example.documents or [""], dtype=object),
+                "title": example.title or "",
+                "query": example.query or "",
+                "summary": example.summary or "",
+                "references": np.asarray(list(example.references),
+                                         dtype=object).reshape(-1),
+                EXAMPLE_ID: example.id,
+                "dataset": example.dataset or "",
+            }
     except Exception as error:
         failures.append(error)
         raise
 
 
+def raw_chunks(source, report, needs_summary, skip_invalid, strict, unicode_errors,
+               failures, size):
+    """Yields the examples of `raw_examples`, `size` at a time (the last
+    chunk may hold fewer), as `RAW_CHUNK_SIGNATURE`'s flat arrays.
+
+    The same examples in the same order, counted into `report` as
+    `raw_examples` counts them, one example at a time; an error raised in
+    a chunk loses the examples of that chunk read before it, as
+    `ragged_batch(size)` over `raw_examples` loses them.
+
+    Args:
+        source, report, needs_summary, skip_invalid, strict,
+        unicode_errors, failures: as in `raw_examples`.
+        size: B, the examples per chunk.
+    """
+    try:
+        examples = _raw_strings(
+            source, report, needs_summary, skip_invalid, strict, unicode_errors
+        )
+        chunk = []
+        for example in examples:
+            chunk.append(example)
+            if len(chunk) == size:
+                yield _chunk_arrays(chunk)
+                chunk = []
+        if chunk:
+            yield _chunk_arrays(chunk)
+    except Exception as error:
+        failures.append(error)
+        raise
+
+
+def _chunk_arrays(chunk):
+    """`RAW_CHUNK_SIGNATURE`'s arrays of a list of `RenderedExample`s."""
+    return {
+        "documents": np.array(
+            [text for example in chunk for text in example.documents], dtype=object
+        ),
+        "document_counts": np.array(
+            [len(example.documents) for example in chunk], np.int64
+        ),
+        "title": np.array([example.title or "" for example in chunk], dtype=object),
+        "query": np.array([example.query or "" for example in chunk], dtype=object),
+        "summary": np.array([example.summary or "" for example in chunk], dtype=object),
+        "references": np.array(
+            [text for example in chunk for text in example.references], dtype=object
+        ),
+        "reference_counts": np.array(
+            [len(example.references) for example in chunk], np.int64
+        ),
+        EXAMPLE_ID: np.array([example.id for example in chunk], dtype=object),
+        "dataset": np.array([example.dataset or "" for example in chunk], dtype=object),
+    }
+
+
+def chunk_tensors(chunk):
+    """A chunk of `RAW_CHUNK_SIGNATURE` as `ragged_batch` batches
+    `RAW_SIGNATURE`: `documents` and `references` tf.string ragged
+    [B, None] (int64 row splits), the other fields tf.string [B]."""
+    out = {name: chunk[name] for name in _SCALARS}
+    for name, counts in _LISTS.items():
+        out[name] = tf.RaggedTensor.from_row_lengths(
+            chunk[name], chunk[counts], validate=False
+        )
+    return out
+
+
 def _raw_strings(source, report, needs_summary, skip_invalid, strict, unicode_errors):
+    """The `RenderedExample`s `raw_examples` yields, one more `passes` and
+    the skips counted into `report`."""
     report.passes += 1
     for example in read_source(
         source, report, skip_invalid and not strict, unicode_errors
@@ -116,20 +217,13 @@ def _raw_strings(source, report, needs_summary, skip_invalid, strict, unicode_er
                 raise error
             report.count_skip("empty_summary", f"example {example.id!r}: {error}")
             continue
-        documents = reader_lib.render_documents(example)
-        if not any(document.strip() for document in documents):
+        if not isinstance(example, reader_lib.RenderedExample):
+            example = reader_lib.rendered_example(example)
+        if not any(document.strip() for document in example.documents):
             error = structure.EmptyInputError("The example's documents hold no text.")
             if strict:
                 raise error
             report.count_skip("empty_input", f"example {example.id!r}: {error}")
             continue
         report.yielded += 1
-        yield {
-            "documents": np.asarray(documents or [""], dtype=object),
-            "title": example.title or "",
-            "query": example.query or "",
-            "summary": example.summary or "",
-            "references": np.asarray(list(example.references), dtype=object).reshape(-1),
-            EXAMPLE_ID: example.id,
-            "dataset": example.dataset or "",
-        }
+        yield example
