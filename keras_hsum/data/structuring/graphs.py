@@ -240,7 +240,9 @@ def _opens_with_marker(texts, markers):
         tf.strings.substr(tf.reshape(texts, [-1]), 0, 200, unit="UTF8_CHAR"),
         encoding="utf-8",
     )
-    alternatives = "|".join(" +".join(escape(word) for word in words) for words in listed)
+    alternatives = "|".join(
+        " +".join(escape(word) for word in words) for words in listed
+    )
     found = tf.strings.regex_full_match(
         _spaced(head), f"(?s) *(?:{alternatives})(?: .*)?"
     )
