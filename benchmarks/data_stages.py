@@ -184,7 +184,9 @@ def _structurer_stages(structure, vocabulary, chunks, graphs):
     plain = dict(options)
     if "rank" in plain:
         plain["rank"] = "order"
-    base = TextStructurer(vocabulary, family, structure.max_units, structure.max_tokens, **plain)
+    # As make_dataset builds it: its source is valid UTF-8 (no U+FFFD pass).
+    base = TextStructurer(vocabulary, family, structure.max_units, structure.max_tokens,
+                          valid_utf8=True, **plain)
     signature = [tf.TensorSpec([None, None], tf.string), tf.TensorSpec([None], tf.string),
                  tf.TensorSpec([None], tf.string)]
 
@@ -192,7 +194,7 @@ def _structurer_stages(structure, vocabulary, chunks, graphs):
         return tf.function(function, input_signature=signature, autograph=False)
 
     def paragraphs(documents, title, query):
-        return text_lib.paragraphs(documents, base._patterns.strip)
+        return text_lib.paragraphs(documents, base._patterns.strip, replace_invalid=False)
 
     def split(documents, title, query):
         return split_sentences(paragraphs(documents, title, query)[0], base._patterns)
@@ -214,14 +216,15 @@ def _structurer_stages(structure, vocabulary, chunks, graphs):
         stages.append(("packing", base._structure))
     if options.get("rank", "order") != "order":
         ranked = TextStructurer(vocabulary, family, structure.max_units, structure.max_tokens,
-                                **options)
+                                valid_utf8=True, **options)
         stages.append(("ranking", ranked._structure))
     else:
         ranked = base
     if family == "paragraphs" and graphs:
         for kind in ("similarity", "discourse"):
             graph = TextStructurer(vocabulary, family, structure.max_units,
-                                   structure.max_tokens, graph_kind=kind, **options)
+                                   structure.max_tokens, graph_kind=kind, valid_utf8=True,
+                                   **options)
             stages.append((f"graph ({kind})", graph._structure))
 
     def target(summary):
