@@ -16,6 +16,8 @@ from google.protobuf import descriptor_pool
 from google.protobuf import message_factory
 from google.protobuf.message import DecodeError
 
+from keras_hsum.data.structuring.segments import length_rows
+
 # SentencePiece's ModelProto (sentencepiece_model.proto): the values that
 # let tensorflow-text's compiled tokenizer give the sentencepiece
 # package's ids. Piece types NORMAL 1, UNKNOWN 2, CONTROL 3, USER_DEFINED 4
@@ -172,7 +174,7 @@ class _PieceSurfaces:
             # Each row's pieces before its first <unk> (whose leading
             # spaces go) and from it on, joined apart.
             count = tf.cumsum(tf.cast(unknown, tf.int32))
-            rows = tf.cast(ids.value_rowids(), tf.int32)
+            rows = length_rows(ids.row_lengths())
             before_row = tf.gather(
                 tf.concat([[0], count], 0), tf.cast(ids.row_starts(), tf.int32)
             )
