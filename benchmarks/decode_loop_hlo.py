@@ -22,6 +22,7 @@ on a GPU that a CPU run hides:
 Functions the accelerator benchmark calls (all need `KERAS_BACKEND=jax`):
 
 - `loop_figures(hlo_text)` → list of dicts, one per while loop;
+- `outside_loop_kernels(hlo_text)`: kernel-like ops outside the loops;
 - `ours_hlo(step_fn, state, batch_size, **search_arguments)` and
   `keras_hub_hlo(next_fn, prompt, cache, beam_size)`: the optimized HLO of
   `keras_hsum.decoding.search` and of keras-hub's `BeamSampler`;
@@ -123,7 +124,9 @@ def loop_figures(hlo_text):
     docstring); `kernel_opcodes`: {opcode: count} of those;
     `host_reads_per_token`: condition reads per innermost iteration (0 for
     a known trip count; 1/n for a loop whose iterations run an inner loop
-    of n iterations of known trip count).
+    of n iterations of known trip count); `outside_loop_kernels`: the
+    search's kernel-like instructions outside every loop (once per search,
+    `outside_loop_kernels`), the same in every dict of one text.
     """
     computations = parse_hlo(hlo_text)
     shapes = {i["name"]: i["shape"] for body in computations.values() for i in body}
@@ -177,12 +180,37 @@ def loop_figures(hlo_text):
                  if child["parent"] == loop["loop"] and child["known_trip_count"]]
         return max(inner, default=1)
 
+    outside = outside_loop_kernels(hlo_text)
     for loop in loops:
         # The token loop is the innermost: an outer loop of unknown trip count
         # reads its condition once per iterations_within(loop) tokens.
         loop["host_reads_per_token"] = (
             0.0 if loop["known_trip_count"] else 1.0 / iterations_within(loop))
+        loop["outside_loop_kernels"] = outside
     return loops
+
+
+def outside_loop_kernels(hlo_text):
+    """Kernel-like instructions of the entry computation outside every
+    `while` loop (and the computations it calls): run once per search, e.g.
+    the set-up before the loop and reading the results back after it."""
+    computations = parse_hlo(hlo_text)
+    entry = next(name for name in computations if re.search(
+        r"^ENTRY\s+%" + re.escape(name) + r"\s", hlo_text, re.M))
+    count, pending, seen = 0, [entry], set()
+    while pending:
+        name = pending.pop()
+        if name in seen or name not in computations:
+            continue
+        seen.add(name)
+        for instruction in computations[name]:
+            opcode = instruction["opcode"]
+            if opcode in ("call", "conditional", "async-start"):
+                for key in ("to_apply", "calls", "branch_computations"):
+                    pending += re.findall(key + r"=\{?%([^\s,}]+)", instruction["attributes"])
+            elif opcode != "while" and opcode not in FREE_OPCODES:
+                count += 1
+    return count
 
 
 def _compiled_text(function, *arguments):
@@ -334,6 +362,10 @@ def table_lines(title, figures):
                 f"{loop['known_trip_count'] or 'no'} | {loop['host_reads_per_token']:.3g} | "
                 f"{loop['largest_topk']:,} | {loop['kernels']} | "
                 + ", ".join(f"{name} {count}" for name, count in opcodes) + " |")
+    outside = [f"{name} {loops[0]['outside_loop_kernels']}"
+               for name, loops in figures.items() if loops]
+    lines += ["", "Kernel-like ops outside the loops (once per search): "
+              + ", ".join(outside) + "."]
     return lines
 
 

@@ -39,6 +39,21 @@ relied on this: the loop runs until every example of the batch is done.)
 Positions past L - 1 in the last chunk run position L - 1 again, where
 every alive beam has ended and no candidate may finish.
 
+What the loop carries (issue 57: few kernels per token on an accelerator):
+no hypothesis is copied whole. Each position writes one column of a
+history: each candidate's and each new alive beam's (parent beam, token),
+each candidate's score (`NEG_INF` unless it finished) and log-prob, and the
+step's aux of each alive beam; only the alive log-probs, the terms' states
+and the model's state are reordered, and the alive tokens as a [B,K,L]
+buffer only for terms that read them (`ScoreTerm.reads_sequences`, e.g.
+n-gram blocking). After the loop the finished pool is the best K of the K
+empty slots it starts with followed by every finished candidate in the
+order they arrived, by score (one top-k: equal scores keep the earlier,
+which is what merging each position's candidates into a pool of K keeps),
+and its tokens and aux are read back through the parent pointers
+(`backtrack`, pointer doubling: ⌈log2 L⌉ gathers). The condition finds the
+pool's worst score by a top-k over the finished scores so far.
+
 Sampling (`search(..., sampling=Sampling(...))`, `sample_search`) reuses
 the same loop and pools with K independent samples in place of the beam:
 all K start alive, each extends itself by one token drawn from its own
@@ -167,6 +182,65 @@ def _write(buffer, index, values):
     at = ops.equal(ops.arange(length, dtype="int32"), index)
     at = ops.reshape(at, (1, 1, length) + (1,) * (len(buffer.shape) - 3))
     return ops.where(at, ops.expand_dims(ops.cast(values, buffer.dtype), 2), buffer)
+
+
+def _history_at(buffer, positions, rows):
+    """buffer [B,P,R,...], positions and rows int32 [B,...] → [B,...,...]:
+    buffer[b, positions[b,...], rows[b,...]] (positions broadcast to rows)."""
+    width, height = buffer.shape[1], buffer.shape[2]
+    trailing = tuple(ops.shape(buffer)[3:])
+    flat = ops.reshape(buffer, (-1,) + trailing)
+    examples = ops.reshape(ops.arange(ops.shape(buffer)[0], dtype="int32"),
+                           (-1,) + (1,) * (len(rows.shape) - 1))
+    index = (examples * width + positions) * height + rows
+    picked = ops.take(flat, ops.reshape(index, (-1,)), axis=0)
+    return ops.reshape(picked, tuple(ops.shape(index)) + trailing)
+
+
+def backtrack(paths, ends, rows, filled, num_candidates, pad_id):
+    """The tokens of hypotheses read back through the search's parent pointers.
+
+    Row r of position i of `paths` holds (parent beam at i - 1, token): rows
+    r < C are the C candidates of position i, rows C + k its alive beams
+    after it, so the row of a hypothesis at i - 1 is C + its parent. The
+    chain is followed by pointer doubling: `jump` m gives the row 2^m
+    positions back, and a hypothesis reaches position u in ⌈log2 L⌉ hops
+    (the set bits of its distance to u), for all positions at once.
+
+    Args:
+        paths: int32 [B,L',R,2] (L' >= L positions).
+        ends: int32 [B,N], the position each hypothesis ends at (its EOS).
+        rows: int32 [B,N], its row (a candidate, < C) at that position.
+        filled: bool [B,N]; False rows give pad tokens and beam -1.
+        num_candidates: C.
+        pad_id: the id after the end.
+
+    Returns:
+        `(tokens int32 [B,N,L], beams int32 [B,N,L])`: the hypothesis'
+        tokens (pad after `ends`) and, for each token, the alive beam of
+        the position before that it extended (whose step aux scored it;
+        -1 after the end). L is `ends`' bound, `paths.shape[1]` - 1.
+    """
+    length = paths.shape[1] - 1
+    parents, tokens = paths[:, :length, :, 0], paths[:, :length, :, 1]  # [B,L,R]
+    positions = ops.arange(length, dtype="int32")
+    distance = ends[:, :, None] - positions[None, None, :]  # [B,N,L]
+    inside = ops.logical_and(filled[:, :, None], distance >= 0)
+    distance = ops.where(inside, distance, 0)
+    row = rows[:, :, None] + ops.zeros_like(distance)
+    at = ends[:, :, None] + ops.zeros_like(distance)
+    jump = parents + num_candidates  # the row one position back
+    table_positions = positions[None, :, None] + ops.zeros_like(jump)
+    for bit in range(max(1, (length - 1).bit_length())):
+        if bit:  # 2^bit back = 2^(bit-1) back, twice
+            jump = _history_at(jump, ops.maximum(table_positions - 2 ** (bit - 1), 0), jump)
+        hop = ops.equal(ops.mod(ops.floor_divide(distance, 2 ** bit), 2), 1)
+        row = ops.where(hop, _history_at(jump, at, row), row)
+        at = ops.where(hop, at - 2 ** bit, at)
+    at = positions[None, None, :] + ops.zeros_like(row)
+    sequences = ops.where(inside, _history_at(tokens, at, row), pad_id)
+    beams = ops.where(inside, _history_at(parents, at, row), -1)
+    return sequences, beams
 
 
 def _combined_penalty(terms, lengths):
@@ -302,13 +376,21 @@ def search(
                    None if vocabulary is None else int(vocabulary))
     aux_names, aux_values = _flatten_aux(aux)
 
-    def zeros_buffer(value):
+    def history_buffer(value, rows):
+        # [B, L + 1, rows, ...]: one column per position, column L a scratch
+        # column for the positions past L - 1 of the last chunk.
         # ops.shape: static sizes where known, tensors where not (e.g. the
         # number of sections of an exported model's input).
-        shape = (batch_size, K, L) + tuple(ops.shape(value)[1:])
+        shape = (batch_size, L + 1, rows) + tuple(ops.shape(value)[1:])
         return ops.zeros(shape, value.dtype)
 
-    alive_seq = ops.full((batch_size, K, L), pad_id, "int32")
+    C = num_candidates
+    R = C + K  # rows of a paths column: the C candidates, then the K alive beams
+    # The alive beams' tokens are kept as a [B,K,L] buffer, reordered every
+    # step, only for terms that read `StepContext.sequences`.
+    # (A tuple of it or of nothing: loops carry no None.)
+    keep_sequences = any(term.reads_sequences for term in terms)
+    alive_seq = (ops.full((batch_size, K, L), pad_id, "int32"),) if keep_sequences else ()
     # A beam starts from one hypothesis (the others would duplicate it);
     # the K samples all start alive.
     first_log_probs = ops.where(
@@ -329,26 +411,31 @@ def search(
     alive_log_probs = ops.broadcast_to(
         ops.cast(first_log_probs, "float32")[None, :], (batch_size, K)
     )
-    alive_aux = tuple(zeros_buffer(v) for v in aux_values)
     term_states = tuple(tuple(t.initial_state(batch_size, K)) for t in terms)
-    finished = (
-        ops.full((batch_size, K, L), pad_id, "int32"),
-        ops.full((batch_size, K), NEG_INF, "float32"),
-        ops.full((batch_size, K), NEG_INF, "float32"),
-        ops.zeros((batch_size, K), "int32"),
-        tuple(zeros_buffer(v) for v in aux_values),
+    # The history (written one column per position, never reordered):
+    # paths[b, i, r] = (parent beam at i - 1, token) of candidate r < C of
+    # position i and of alive beam r - C after it; outcomes[b, i, r] =
+    # (score if candidate r finished there else NEG_INF, its log-prob);
+    # aux_history[b, i, k] = the step aux of the beam k that position i extended.
+    history = (
+        ops.zeros((batch_size, L + 1, R, 2), "int32"),
+        ops.full((batch_size, L + 1, C, 2), NEG_INF, "float32"),  # none finished yet
+        tuple(history_buffer(v, K) for v in aux_values),
     )
 
-    def advance(index, alive, finished, logits, leaves, aux_values):
-        """One position: choose the candidates of `index`, update both pools.
+    def advance(index, alive, history, logits, leaves, aux_values):
+        """One position: choose the candidates of `index`, update the alive
+        pool and write the position's column of the history.
 
         `index` may pass L - 1 (see `one_position`): the candidates are then
-        those of position L - 1 again and none may finish."""
-        alive_seq, alive_log_probs, alive_aux, term_states = alive
-        fin_seq, fin_scores, fin_log_probs, fin_lengths, fin_aux = finished
+        those of position L - 1 again, none may finish, and the column
+        written is the scratch column L."""
+        alive_seq, alive_log_probs, term_states = alive
+        paths, outcomes, aux_history = history
         may_finish = ops.less(index, L)
+        column = ops.minimum(index, L)
         index = ops.minimum(index, L - 1)
-        context = StepContext(alive_seq, index, eos_id, L)
+        context = StepContext(alive_seq[0] if alive_seq else None, index, eos_id, L)
         log_probs = ops.log_softmax(ops.cast(_split_beams(logits, K), "float32"), axis=-1)
         step_aux = {n: _split_beams(v, K) for n, v in zip(aux_names, aux_values)}
         for term, state in zip(terms, term_states):
@@ -370,14 +457,6 @@ def search(
             values = ops.take_along_axis(totals, tokens[:, :, None], axis=-1)[:, :, 0]
             parents = ops.zeros_like(tokens) + ops.arange(K, dtype="int32")[None, :]
         valid = values > DEAD
-        seqs = _write(gather_beams(alive_seq, parents), index, tokens)
-        aux_cands = tuple(
-            _write(gather_beams(buf, parents), index, gather_beams(step_aux[n], parents))
-            for n, buf in zip(aux_names, alive_aux)
-        )
-        cand_terms = tuple(
-            tuple(gather_beams(s, parents) for s in states) for states in new_term_states
-        )
         ends = ops.logical_or(ops.equal(tokens, eos_id), ops.equal(index, L - 1))
         finishing = ops.logical_and(ops.logical_and(valid, ends), may_finish)
 
@@ -385,39 +464,44 @@ def search(
         alive_values = ops.where(ops.logical_and(valid, ops.logical_not(ends)), values, NEG_INF)
         new_alive_log_probs, chosen = ops.top_k(alive_values, K)
         chosen = ops.cast(chosen, "int32")
-        new_alive = (
-            gather_beams(seqs, chosen),
-            new_alive_log_probs,
-            tuple(gather_beams(b, chosen) for b in aux_cands),
-            tuple(tuple(gather_beams(s, chosen) for s in st) for st in cand_terms),
-        )
         beam_rows = gather_beams(parents, chosen)  # [B,K] parent beam
+        alive_tokens = gather_beams(tokens, chosen)
+        alive_seq = tuple(_write(gather_beams(seq, beam_rows), index, alive_tokens)
+                          for seq in alive_seq)
+        new_alive = (
+            alive_seq,
+            new_alive_log_probs,
+            tuple(tuple(gather_beams(s, beam_rows) for s in st) for st in new_term_states),
+        )
         rows = ops.reshape(
             beam_rows + ops.arange(ops.shape(beam_rows)[0], dtype="int32")[:, None] * K,
             (-1,),
         )
         new_leaves = tuple(ops.take(leaf, rows, axis=0) for leaf in leaves)
 
-        # finished pool: merge the candidates that ended, best K by score
+        # finished candidates: their scores, kept in the history's column
+        cand_terms = tuple(
+            tuple(gather_beams(s, parents) for s in states) for states in new_term_states
+        )
         lengths = ops.full(ops.shape(values), index + 1, "int32")
         scores = _finished_scores(terms, values, lengths, cand_terms)
         scores = ops.where(finishing, scores, NEG_INF)
-        all_scores = ops.concatenate([fin_scores, scores], axis=1)
-        top_scores, picked = ops.top_k(all_scores, K)
-        picked = ops.cast(picked, "int32")
-        merge = lambda old, new: gather_beams(ops.concatenate([old, new], axis=1), picked)
-        lengths_or_zero = ops.where(finishing, lengths, 0)
-        new_finished = (
-            merge(fin_seq, seqs),
-            top_scores,
-            merge(fin_log_probs, ops.where(finishing, values, NEG_INF)),
-            merge(fin_lengths, lengths_or_zero),
-            tuple(merge(old, new) for old, new in zip(fin_aux, aux_cands)),
+        path_column = ops.concatenate([
+            ops.stack([parents, tokens], axis=-1),
+            ops.stack([beam_rows, alive_tokens], axis=-1),
+        ], axis=1)  # [B,R,2]
+        new_history = (
+            ops.slice_update(paths, (0, column, 0, 0), path_column[:, None]),
+            ops.slice_update(outcomes, (0, column, 0, 0),
+                             ops.stack([scores, values], axis=-1)[:, None]),
+            tuple(ops.slice_update(buf, (0, column) + (0,) * (len(buf.shape) - 2),
+                                   ops.cast(step_aux[n], buf.dtype)[:, None])
+                  for n, buf in zip(aux_names, aux_history)),
         )
-        return new_alive, new_finished, new_leaves
+        return new_alive, new_history, new_leaves
 
-    alive = (alive_seq, alive_log_probs, alive_aux, term_states)
-    alive, finished, leaves = advance(index0, alive, finished, logits, leaves, aux_values)
+    alive = (alive_seq, alive_log_probs, term_states)
+    alive, history, leaves = advance(index0, alive, history, logits, leaves, aux_values)
 
     # A hypothesis that finishes at step i has |y| = i + 1; the penalty
     # need not grow with |y| (GNMT's alpha < 0), so the bound divides by its
@@ -427,7 +511,12 @@ def search(
     bounds = [t.score_bound(batch_size, L) for t in terms]
     early_stop = sampling is None and all(b is not None for b in bounds)
 
-    def keep_going(index, alive, finished, leaves):
+    def finished_scores(outcomes):
+        """float32 [B, L·C]: every candidate's score (NEG_INF: not finished),
+        in the order they arrived (position, then candidate)."""
+        return ops.reshape(outcomes[:, :L, :, 0], (batch_size, L * C))
+
+    def keep_going(index, alive, history, leaves):
         more = ops.less(index, L)
         alive_log_probs = alive[1]
         best_alive = ops.max(alive_log_probs, axis=1)  # [B]
@@ -442,7 +531,8 @@ def search(
         for b in bounds:
             b = ops.convert_to_tensor(b, "float32")
             bound = bound + (ops.reshape(b, (-1,)) if len(b.shape) else b)
-        fin_scores = finished[1]
+        # the best K finished so far (the pool of the module docstring)
+        fin_scores, _ = ops.top_k(finished_scores(history[1]), K)
         full = ops.all(fin_scores > DEAD, axis=1)
         settled = ops.logical_and(full, ops.min(fin_scores, axis=1) >= bound)
         done = ops.logical_or(settled, no_alive)
@@ -452,14 +542,15 @@ def search(
         """Positions past L - 1 (the last chunk of a search that checks
         whether to stop every N positions) run position L - 1 again, where
         no candidate may finish: nothing they compute is kept."""
-        alive, finished, leaves = carry
+        alive, history, leaves = carry
         position = ops.minimum(index, L - 1)
-        ids = ops.reshape(ops.take(alive[0], position - 1, axis=2), (-1,))
+        # the tokens the alive beams took at position - 1
+        ids = ops.reshape(ops.take(history[0], position - 1, axis=1)[:, C:, 1], (-1,))
         logits, leaves, aux = call_step(ids, position, leaves)
         _, values = _flatten_aux(aux)
-        return advance(index, alive, finished, logits, leaves, values)
+        return advance(index, alive, history, logits, leaves, values)
 
-    carry = (alive, finished, leaves)
+    carry = (alive, history, leaves)
     if stop_check_every is None:  # one loop of L - 1 positions, a static trip count
         if L > 1:
             carry = ops.fori_loop(1, L, one_position, carry)
@@ -475,8 +566,29 @@ def search(
 
         index1 = ops.convert_to_tensor(1, "int32")
         carry = ops.while_loop(keep_going, chunk, (index1,) + carry)[1:]
-    _, finished, _ = carry
-    fin_seq, fin_scores, fin_log_probs, fin_lengths, fin_aux = finished
+    _, (paths, outcomes, aux_history), _ = carry
+
+    # The finished pool: the best K of the K empty slots it starts with and
+    # every finished candidate in the order they arrived; among equal scores
+    # the earlier comes first, as merging the candidates of each position
+    # into a pool of K (a top-k over the pool, then them) keeps it.
+    empty = ops.full((batch_size, K), NEG_INF, "float32")
+    fin_scores, picked = ops.top_k(
+        ops.concatenate([empty, finished_scores(outcomes)], axis=1), K)
+    picked = ops.cast(picked, "int32") - K
+    filled = picked >= 0
+    picked = ops.maximum(picked, 0)
+    ends, candidates = picked // C, picked % C  # [B,K] position, candidate
+    fin_log_probs = ops.where(filled, _history_at(outcomes, ends, candidates)[..., 1], NEG_INF)
+    fin_lengths = ops.where(filled, ends + 1, 0)
+    fin_seq, fin_parents = backtrack(paths, ends, candidates, filled, C, pad_id)
+    fin_aux = tuple(
+        ops.where(
+            ops.reshape(fin_parents >= 0, ops.shape(fin_parents) + (1,) * (len(buf.shape) - 3)),
+            _history_at(buf[:, :L], ops.arange(L, dtype="int32")[None, None, :],
+                        ops.maximum(fin_parents, 0)),
+            ops.zeros((), buf.dtype))
+        for buf in aux_history)
     return {
         "sequences": fin_seq,
         "scores": fin_scores,

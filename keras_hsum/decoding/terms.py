@@ -21,6 +21,10 @@ needs:
 5. `check`: called once before the first step with B and V', to refuse a
    term built for another batch (a [1,P] η̂ would be broadcast) or ids
    outside the vocabulary.
+6. `reads_sequences`: whether `mask_log_probs` or `update_state` read
+   `StepContext.sequences`; only then does the search keep the alive
+   hypotheses' tokens as a [B,K,L] buffer reordered every step (else
+   `sequences` is None). True unless a term says otherwise.
 
 |y| counts the generated tokens including the EOS (BOS is not generated);
 a hypothesis forced to end at `max_length` without EOS has |y| = max_length.
@@ -57,7 +61,8 @@ class StepContext(NamedTuple):
 
     Attributes:
         sequences: int32 [B,K,L], the alive hypotheses' tokens so far
-            (positions >= `index` hold the pad id).
+            (positions >= `index` hold the pad id); None when no term of
+            the search `reads_sequences`.
         index: int32 scalar, the position being generated (= number of
             tokens each alive hypothesis already has).
         eos_id: int, the end-of-sequence id.
@@ -76,6 +81,10 @@ class ScoreTerm:
     Every method has a neutral default: no state, no masking, no length
     penalty, no bonus, bound 0.
     """
+
+    reads_sequences = True
+    """Whether `mask_log_probs` / `update_state` read `context.sequences`
+    (the search keeps the alive tokens as [B,K,L] only for such terms)."""
 
     def check(self, batch_size, vocabulary_size):
         """Raises a ValueError when the term does not fit this search: called
@@ -157,6 +166,8 @@ class LengthNormalization(ScoreTerm):
         alpha: None, or the GNMT exponent (0 = no normalisation).
     """
 
+    reads_sequences = False
+
     def __init__(self, alpha=None):
         if alpha is not None and (isinstance(alpha, bool) or not isinstance(alpha, numbers.Real)):
             raise ValueError(
@@ -179,6 +190,8 @@ class MinLength(ScoreTerm):
         min_length: int.
     """
 
+    reads_sequences = False
+
     def __init__(self, min_length):
         self.min_length = check_int("min_length", min_length, 0, owner="MinLength")
 
@@ -197,6 +210,8 @@ class MaxLength(ScoreTerm):
     Args:
         max_length: int, or int [B] for a length per example.
     """
+
+    reads_sequences = False
 
     def __init__(self, max_length):
         self.max_length = max_length
@@ -226,6 +241,8 @@ class TokenBlocking(ScoreTerm):
     Args:
         ids: a sequence of int token ids.
     """
+
+    reads_sequences = False
 
     def __init__(self, ids):
         self.ids = tuple(int(i) for i in ids)
@@ -340,6 +357,8 @@ def _paragraph_valid(mask, like):
 
 class _AccumulatedAttention(ScoreTerm):
     """Shared state of the attention terms: Σ_t aux[aux_key] [B,K,P]."""
+
+    reads_sequences = False
 
     def __init__(self, num_paragraphs, aux_key=PARAGRAPH_ATTENTION, paragraph_mask=None):
         self.num_paragraphs = num_paragraphs
