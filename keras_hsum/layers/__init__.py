@@ -23,6 +23,8 @@ from keras_hsum.layers.siamese_classifier_head import sentence_scores
 from keras_hsum.layers.snippet_gate import SnippetGate
 from keras_hsum.layers.snippet_scorer import SnippetScorer
 from keras_hsum.layers.token_shift import TokenShift
+from keras_hsum.layers.transformer_decoder import TransformerDecoder
+from keras_hsum.layers.transformer_encoder import TransformerEncoder
 
 __all__ = [
     "CopyAttention",
@@ -40,6 +42,8 @@ __all__ = [
     "SnippetGate",
     "SnippetScorer",
     "TokenShift",
+    "TransformerDecoder",
+    "TransformerEncoder",
     "coverage_loss",
     "sentence_scores",
 ]

@@ -51,6 +51,8 @@ class GlobalTransformerLayer(keras.layers.Layer):
             attention weights are replaced by the row-normalised `graph`
             when one is passed.
         dropout: dropout rate (attention weights and feed-forward output).
+        attention_dropout: dropout rate on the pooling and inter-paragraph
+            attention weights, or None (the default) for `dropout`.
         activation: feed-forward activation (ReLU in HT).
         layer_norm_epsilon: epsilon of the layer normalisation.
         kernel_initializer: initializer of every projection matrix.
@@ -98,6 +100,7 @@ class GlobalTransformerLayer(keras.layers.Layer):
         layer_norm_epsilon=1e-6,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        attention_dropout=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -105,6 +108,7 @@ class GlobalTransformerLayer(keras.layers.Layer):
         self.intermediate_dim = intermediate_dim
         self.graph_heads = None if graph_heads is None else list(graph_heads)
         self.dropout = dropout
+        self.attention_dropout = attention_dropout
         self.activation = keras.activations.get(activation)
         self.layer_norm_epsilon = layer_norm_epsilon
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
@@ -116,6 +120,7 @@ class GlobalTransformerLayer(keras.layers.Layer):
         self.pooling = MultiHeadPooling(
             num_heads,
             dropout=dropout,
+            attention_dropout=attention_dropout,
             head_layer_norm=True,
             layer_norm_epsilon=layer_norm_epsilon,
             dtype=self.dtype_policy,
@@ -126,6 +131,7 @@ class GlobalTransformerLayer(keras.layers.Layer):
             num_heads,
             graph_heads=self.graph_heads,
             dropout=dropout,
+            attention_dropout=attention_dropout,
             dtype=self.dtype_policy,
             name="inter_paragraph_attention",
             **initializers,
@@ -290,6 +296,7 @@ class GlobalTransformerLayer(keras.layers.Layer):
                     self.kernel_initializer
                 ),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "attention_dropout": self.attention_dropout,
             }
         )
         return config

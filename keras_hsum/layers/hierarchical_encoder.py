@@ -3,7 +3,6 @@
 import keras
 from keras import ops
 from keras_hub.layers import SinePositionEncoding
-from keras_hub.layers import TransformerEncoder
 
 from keras_hsum.checks import check_int
 from keras_hsum.layers.input_checks import check_dims
@@ -13,6 +12,7 @@ from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import large_negative
 from keras_hsum.layers.masking import merge_masks
 from keras_hsum.layers.multi_head_pooling import MultiHeadPooling
+from keras_hsum.layers.transformer_encoder import TransformerEncoder
 
 POSITION_ENCODINGS = ("none", "sentence", "sentence_and_word")
 POOLINGS = ("max", "mean", "attention")
@@ -91,6 +91,8 @@ class HierarchicalEncoder(keras.layers.Layer):
         pooling: `"max"`, `"mean"` or `"attention"` (word → sentence and
             sentence → document alike).
         dropout: dropout rate of the encoder blocks (and attention pooling).
+        attention_dropout: dropout rate on the attention and pooling
+            weights, or None (the default) for `dropout`.
         activation: activation of the feed-forward networks (ReLU in Eq. 8).
         layer_norm_epsilon: epsilon of the layer normalisations.
         max_wavelength: longest wavelength of the sinusoids (10000).
@@ -145,6 +147,7 @@ class HierarchicalEncoder(keras.layers.Layer):
         max_wavelength=10000,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        attention_dropout=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -171,6 +174,7 @@ class HierarchicalEncoder(keras.layers.Layer):
         self.position_encoding = position_encoding
         self.pooling = pooling
         self.dropout = dropout
+        self.attention_dropout = attention_dropout
         self.activation = keras.activations.get(activation)
         self.layer_norm_epsilon = layer_norm_epsilon
         self.max_wavelength = max_wavelength
@@ -182,6 +186,7 @@ class HierarchicalEncoder(keras.layers.Layer):
                 intermediate_dim=dim,
                 num_heads=num_heads,
                 dropout=dropout,
+                attention_dropout=attention_dropout,
                 activation=activation,
                 layer_norm_epsilon=layer_norm_epsilon,
                 kernel_initializer=_clone(self.kernel_initializer),
@@ -194,6 +199,7 @@ class HierarchicalEncoder(keras.layers.Layer):
             return MultiHeadPooling(
                 num_heads=1,
                 dropout=dropout,
+                attention_dropout=attention_dropout,
                 kernel_initializer=_clone(self.kernel_initializer),
                 bias_initializer=_clone(self.bias_initializer),
                 dtype=self.dtype_policy,
@@ -347,6 +353,7 @@ class HierarchicalEncoder(keras.layers.Layer):
                 "bias_initializer": keras.initializers.serialize(
                     self.bias_initializer
                 ),
+                "attention_dropout": self.attention_dropout,
             }
         )
         return config

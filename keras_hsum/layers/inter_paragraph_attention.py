@@ -8,6 +8,7 @@ from keras import ops
 
 from keras_hsum.checks import check_int
 from keras_hsum.layers.input_checks import check_dims
+from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.input_checks import check_rank
 from keras_hsum.layers.input_checks import expect_width
 from keras_hsum.layers.masking import as_bool_mask
@@ -51,6 +52,9 @@ class InterParagraphAttention(keras.layers.Layer):
         graph_heads: optional list of head indices (0 <= z < H) whose weights
             the graph replaces when a `graph` is passed.
         dropout: dropout rate on the attention weights.
+        attention_dropout: the same rate under the name the Transformer
+            layers give it; when not None it replaces `dropout` (the layer
+            has no other dropout). Defaults to None.
         kernel_initializer: initializer of W_q, W_k, W_v, W_c.
         bias_initializer: initializer of b_c.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
@@ -94,10 +98,14 @@ class InterParagraphAttention(keras.layers.Layer):
         dropout=0.0,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        attention_dropout=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         num_heads = check_int("num_heads", num_heads, owner="InterParagraphAttention")
+        check_hyperparameters(
+            self.name, optional=("attention_dropout",), attention_dropout=attention_dropout
+        )
         if graph_heads is not None:
             graph_heads = list(graph_heads)
             for head in graph_heads:
@@ -112,10 +120,13 @@ class InterParagraphAttention(keras.layers.Layer):
         self.output_dim = output_dim
         self.graph_heads = graph_heads
         self.dropout = dropout
+        self.attention_dropout = attention_dropout
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.attention_dropout = keras.layers.Dropout(
-            dropout, dtype=self.dtype_policy, name="attention_dropout"
+        self.attention_weights_dropout = keras.layers.Dropout(
+            dropout if attention_dropout is None else attention_dropout,
+            dtype=self.dtype_policy,
+            name="attention_dropout",
         )
 
     def _initializer(self, initializer):
@@ -213,7 +224,7 @@ class InterParagraphAttention(keras.layers.Layer):
             is_graph_head[0, self.graph_heads] = True
             weights = ops.where(is_graph_head, graph[:, None], weights)
         weights = ops.cast(weights, self.compute_dtype)
-        dropped = self.attention_dropout(weights, training=training)
+        dropped = self.attention_weights_dropout(weights, training=training)
         context = ops.einsum("bhpq,bhqj->bphj", dropped, value)
         shape = ops.shape(context)
         context = ops.reshape(context, (shape[0], shape[1], heads * head_dim))
@@ -271,6 +282,7 @@ class InterParagraphAttention(keras.layers.Layer):
                     self.kernel_initializer
                 ),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "attention_dropout": self.attention_dropout,
             }
         )
         return config

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_hsum.checks import check_int
+from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.input_checks import expect_width
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import masked_softmax
@@ -78,8 +79,11 @@ class MultiHeadPooling(keras.layers.Layer):
             `feedforward=True`.
         intermediate_dim: hidden size of the PHT feed-forward network;
             defaults to 4 * hidden_dim. Unused when `feedforward=False`.
-        dropout: dropout rate on the pooling weights (and, in the PHT form,
-            on the feed-forward output before the residual sum).
+        dropout: dropout rate on the pooling weights (unless
+            `attention_dropout` is set) and, in the PHT form, on the
+            feed-forward output before the residual sum.
+        attention_dropout: dropout rate on the pooling weights â^h, or None
+            (the default) for `dropout`.
         layer_norm_epsilon: epsilon of the layer normalisation (PHT form,
             or the head vectors' with `head_layer_norm`).
         kernel_initializer: initializer of every projection matrix.
@@ -139,10 +143,14 @@ class MultiHeadPooling(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         head_layer_norm=False,
+        attention_dropout=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         num_heads = check_int("num_heads", num_heads, owner="MultiHeadPooling")
+        check_hyperparameters(
+            self.name, optional=("attention_dropout",), attention_dropout=attention_dropout
+        )
         if head_layer_norm and feedforward:
             raise ValueError(
                 "MultiHeadPooling: `head_layer_norm=True` normalises HT's head "
@@ -161,11 +169,14 @@ class MultiHeadPooling(keras.layers.Layer):
         self.head_layer_norm = bool(head_layer_norm)
         self.intermediate_dim = intermediate_dim
         self.dropout = dropout
+        self.attention_dropout = attention_dropout
         self.layer_norm_epsilon = layer_norm_epsilon
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.attention_dropout = keras.layers.Dropout(
-            dropout, dtype=self.dtype_policy, name="attention_dropout"
+        self.attention_weights_dropout = keras.layers.Dropout(
+            dropout if attention_dropout is None else attention_dropout,
+            dtype=self.dtype_policy,
+            name="attention_dropout",
         )
         if feedforward:
             self.ffn_dropout = keras.layers.Dropout(
@@ -265,7 +276,7 @@ class MultiHeadPooling(keras.layers.Layer):
         # Softmax over T in float32 (mixed-precision safe); [..., T, H].
         weights = masked_softmax(ops.cast(scores, "float32"), mask, axis=-2)
         weights = ops.cast(weights, self.compute_dtype)
-        dropped = self.attention_dropout(weights, training=training)
+        dropped = self.attention_weights_dropout(weights, training=training)
         heads = ops.einsum("...th,...thk->...hk", dropped, values)
         leading = ops.shape(heads)[:-2]
         if self.feedforward:
@@ -337,6 +348,7 @@ class MultiHeadPooling(keras.layers.Layer):
                 ),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
                 "head_layer_norm": self.head_layer_norm,
+                "attention_dropout": self.attention_dropout,
             }
         )
         return config

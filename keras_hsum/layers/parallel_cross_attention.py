@@ -7,6 +7,7 @@ from keras import ops
 
 from keras_hsum.layers.input_checks import check_cache_keys
 from keras_hsum.layers.input_checks import check_dims
+from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.input_checks import check_rank
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import compact_masked_softmax
@@ -53,11 +54,24 @@ class ParallelCrossAttention(keras.layers.Layer):
     computes them once and `call(..., memory_cache=...)` reuses them at
     every step. Both paths compute the same function.
 
+    When the word attention's weights are not dropped out (attention dropout
+    0, or not training) and the memory is projected in the call (training,
+    teacher forcing), the word attention runs through
+    `keras.ops.dot_product_attention` with the B·P paragraphs as its batch
+    (cuDNN flash attention on a GPU: the [B,H,S,P,T] weights are never
+    written to memory); with a `memory_cache` (decoding) it stays written
+    out, in the heads-first layout that decoding steps read fastest. The
+    paragraph attention is always written out: A_para is returned and
+    weights the fusion.
+
     Args:
         hidden_dim: D, the width of the queries and of the output.
         num_heads: H; D must be divisible by H (Dh = D / H).
-        dropout: dropout rate on the attention weights of both attentions and
-            on X_para + X_int before the residual. Defaults to 0.
+        dropout: dropout rate on X_para + X_int before the residual (and on
+            the attention weights when `attention_dropout` is None).
+            Defaults to 0.
+        attention_dropout: dropout rate on the attention weights of both
+            attentions, or None (the default) for `dropout`.
         layer_norm_epsilon: epsilon of the final LayerNorm.
         kernel_initializer: initializer of the projection matrices.
         bias_initializer: initializer of the projection biases.
@@ -111,9 +125,13 @@ class ParallelCrossAttention(keras.layers.Layer):
         layer_norm_epsilon=1e-5,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        attention_dropout=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        check_hyperparameters(
+            self.name, optional=("attention_dropout",), attention_dropout=attention_dropout
+        )
         if hidden_dim % num_heads:
             raise ValueError(
                 f"{self.name}: `hidden_dim` must be divisible by `num_heads`, "
@@ -122,6 +140,7 @@ class ParallelCrossAttention(keras.layers.Layer):
         self.hidden_dim = hidden_dim
         self.num_heads = num_heads
         self.dropout = dropout
+        self.attention_dropout = attention_dropout
         self.layer_norm_epsilon = layer_norm_epsilon
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
@@ -168,8 +187,10 @@ class ParallelCrossAttention(keras.layers.Layer):
         self.word_output_dense = projection(
             "word_output", "bshk,hkd->bsd", (None, hidden_dim), None
         )
-        self.attention_dropout = keras.layers.Dropout(
-            dropout, dtype=self.dtype_policy, name="attention_dropout"
+        self.attention_weights_dropout = keras.layers.Dropout(
+            dropout if attention_dropout is None else attention_dropout,
+            dtype=self.dtype_policy,
+            name="attention_dropout",
         )
         self.output_dropout = keras.layers.Dropout(
             dropout, dtype=self.dtype_policy, name="output_dropout"
@@ -333,6 +354,73 @@ class ParallelCrossAttention(keras.layers.Layer):
                 self.name, name, shape, dims, f"{spec} (B, P, T of `word_memory`)"
             )
 
+    def _explicit_word_context(
+        self, query, key, value, word_mask, fusion, scale, training
+    ):
+        """Σ_p A_para[:, p] · (head contexts of paragraph p): scores
+        [B,H,S,P,T] written out, the attention weights dropped out.
+
+        query [B,S,H,Dh]; key, value [B,H,P,T,Dh]; word_mask bool [B,P,T]
+        or None; fusion [B,S,P] (A_para). Returns [B,S,H,Dh].
+        """
+        # The largest tensors of the step: kept in the compute dtype, only
+        # the softmax's sums in float32 (compact_masked_softmax).
+        scores = ops.einsum("bshk,bhptk->bhspt", query, key)
+        weights = compact_masked_softmax(
+            scores * ops.cast(scale, scores.dtype),
+            None if word_mask is None else word_mask[:, None, None, :, :],
+        )
+        weights = self.attention_weights_dropout(weights, training=training)
+        # Fusion (Eq. 9): weight paragraph p's token weights by A_para[:, p]
+        # and contract over paragraphs and tokens in one step.
+        weights = weights * fusion[:, None, :, :, None]
+        return ops.einsum("bhspt,bhptk->bshk", weights, value)
+
+    def _fused_word_context(self, query, key, value, word_mask, fusion, scale):
+        """`_explicit_word_context` without attention dropout, through
+        `keras.ops.dot_product_attention` (cuDNN flash attention on a GPU,
+        where the [B,H,S,P,T] weights are never written to memory).
+
+        The B·P paragraphs are the attention's batch: every paragraph's T
+        tokens are attended by the same S queries (broadcast [B·P,S,H,Dh]),
+        and the contexts [B,P,S,H,Dh] are summed with the weights A_para.
+        A paragraph without any real token (fully padded) attends uniformly
+        over its padding in `dot_product_attention`; its weight is set to 0
+        here, as the explicit path's all-zero softmax row gives it. Equal to
+        the explicit path up to float rounding (tested).
+        """
+        batch, heads, paragraphs, tokens, head_dim = ops.shape(key)
+        length = ops.shape(query)[1]
+
+        def paragraphs_first(x):  # [B,H,P,T,Dh] → [B·P,T,H,Dh]
+            return ops.reshape(
+                ops.transpose(x, (0, 2, 3, 1, 4)),
+                (batch * paragraphs, tokens, heads, head_dim),
+            )
+
+        queries = ops.reshape(
+            ops.broadcast_to(
+                query[:, None], (batch, paragraphs, length, heads, head_dim)
+            ),
+            (batch * paragraphs, length, heads, head_dim),
+        )
+        mask = None
+        if word_mask is not None:
+            mask = ops.reshape(word_mask, (batch * paragraphs, 1, 1, tokens))
+            has_token = ops.any(word_mask, axis=-1)  # [B,P]
+            fusion = fusion * ops.cast(has_token, fusion.dtype)[:, None, :]
+        contexts = ops.dot_product_attention(
+            queries,
+            paragraphs_first(key),
+            paragraphs_first(value),
+            mask=mask,
+            scale=scale,
+        )
+        contexts = ops.reshape(
+            contexts, (batch, paragraphs, length, heads, head_dim)
+        )
+        return ops.einsum("bsp,bpshk->bshk", fusion, contexts)
+
     def call(
         self,
         query,
@@ -350,7 +438,8 @@ class ParallelCrossAttention(keras.layers.Layer):
             None if token_mask is None else token_mask.shape,
             None if paragraph_mask is None else paragraph_mask.shape,
         )
-        if memory_cache is None:
+        projected_here = memory_cache is None
+        if projected_here:
             memory_cache = self.project_memory(word_memory, paragraph_memory)
         else:
             self._check_memory_cache(memory_cache, word_shape)
@@ -371,30 +460,26 @@ class ParallelCrossAttention(keras.layers.Layer):
             None if paragraph_mask is None else paragraph_mask[:, None, None, :],
         )
         paragraph_attention = ops.mean(weights_p, axis=1)  # A_para [B,S,P]
-        weights_p = self.attention_dropout(
+        weights_p = self.attention_weights_dropout(
             ops.cast(weights_p, self.compute_dtype), training=training
         )
         context_p = ops.einsum("bhsp,bhpk->bshk", weights_p, value_p)
         paragraph_context = self.paragraph_output_dense(context_p)  # X_para
 
-        # Word level, all paragraphs at once: scores [B,H,S,P,T], softmax
-        # over the T tokens of each paragraph (Eq. 8).
+        # Word level, all paragraphs at once: softmax over the T tokens of
+        # each paragraph (Eq. 8), fused by A_para (Eq. 9).
         query_w = self.word_query_dense(query)
-        key_w = memory_cache["word_key"]
-        value_w = memory_cache["word_value"]
-        # The largest tensors of the step: kept in the compute dtype, only
-        # the softmax's sums in float32 (compact_masked_softmax).
-        scores_w = ops.einsum("bshk,bhptk->bhspt", query_w, key_w)
-        weights_w = compact_masked_softmax(
-            scores_w * ops.cast(scale, scores_w.dtype),
-            None if word_mask is None else word_mask[:, None, None, :, :],
-        )
-        weights_w = self.attention_dropout(weights_w, training=training)
-        # Fusion (Eq. 9): weight paragraph p's token weights by A_para[:, p]
-        # and contract over paragraphs and tokens in one step.
         fusion = ops.cast(paragraph_attention, self.compute_dtype)
-        weights_w = weights_w * fusion[:, None, :, :, None]
-        context_w = ops.einsum("bhspt,bhptk->bshk", weights_w, value_w)
+        if projected_here and not (training and self.attention_weights_dropout.rate > 0):
+            context_w = self._fused_word_context(
+                query_w, memory_cache["word_key"], memory_cache["word_value"],
+                word_mask, fusion, scale,
+            )
+        else:
+            context_w = self._explicit_word_context(
+                query_w, memory_cache["word_key"], memory_cache["word_value"],
+                word_mask, fusion, scale, training,
+            )
         fused_context = self.word_output_dense(context_w) + ops.sum(
             fusion, axis=-1, keepdims=True
         ) * ops.cast(self.word_output_bias, self.compute_dtype)  # X_int
@@ -426,6 +511,7 @@ class ParallelCrossAttention(keras.layers.Layer):
                 "hidden_dim": self.hidden_dim,
                 "num_heads": self.num_heads,
                 "dropout": self.dropout,
+                "attention_dropout": self.attention_dropout,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "kernel_initializer": keras.initializers.serialize(
                     self.kernel_initializer

@@ -7,6 +7,7 @@ from keras import ops
 from keras_hub.layers import CachedMultiHeadAttention
 
 from keras_hsum.layers.input_checks import check_dims
+from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.input_checks import check_rank
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import fold_rows
@@ -47,8 +48,12 @@ class PHTDecoderLayer(keras.layers.Layer):
         hidden_dim: D, the model width.
         intermediate_dim: the feed-forward network's hidden width.
         num_heads: H, heads of every attention; D must be divisible by H.
-        dropout: dropout rate on attention weights and before each residual.
-            Defaults to 0.
+        dropout: dropout rate before each residual (and on the attention
+            weights when `attention_dropout` is None). Defaults to 0.
+        attention_dropout: dropout rate on the attention weights of the
+            self-attention and of `ParallelCrossAttention`, or None (the
+            default) for `dropout`. With 0 the self-attention runs through
+            `keras.ops.dot_product_attention` (fused attention on a GPU).
         activation: the feed-forward activation. Defaults to "relu".
         layer_norm_epsilon: epsilon of the three LayerNorms.
         kernel_initializer: initializer of every projection matrix.
@@ -125,9 +130,13 @@ class PHTDecoderLayer(keras.layers.Layer):
         layer_norm_epsilon=1e-5,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        attention_dropout=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        check_hyperparameters(
+            self.name, optional=("attention_dropout",), attention_dropout=attention_dropout
+        )
         if hidden_dim % num_heads:
             raise ValueError(
                 f"{self.name}: `hidden_dim` must be divisible by `num_heads`, "
@@ -137,6 +146,7 @@ class PHTDecoderLayer(keras.layers.Layer):
         self.intermediate_dim = intermediate_dim
         self.num_heads = num_heads
         self.dropout = dropout
+        self.attention_dropout = attention_dropout
         self.activation = keras.activations.get(activation)
         self.layer_norm_epsilon = layer_norm_epsilon
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
@@ -157,7 +167,7 @@ class PHTDecoderLayer(keras.layers.Layer):
         self.self_attention = CachedMultiHeadAttention(
             num_heads=num_heads,
             key_dim=self.head_dim,
-            dropout=dropout,
+            dropout=dropout if attention_dropout is None else attention_dropout,
             dtype=self.dtype_policy,
             name="self_attention",
             **initializers(),
@@ -175,6 +185,7 @@ class PHTDecoderLayer(keras.layers.Layer):
             hidden_dim=hidden_dim,
             num_heads=num_heads,
             dropout=dropout,
+            attention_dropout=attention_dropout,
             layer_norm_epsilon=layer_norm_epsilon,
             dtype=self.dtype_policy,
             name="parallel_cross_attention",
@@ -441,6 +452,7 @@ class PHTDecoderLayer(keras.layers.Layer):
                 "bias_initializer": keras.initializers.serialize(
                     self.bias_initializer
                 ),
+                "attention_dropout": self.attention_dropout,
             }
         )
         return config

@@ -2,13 +2,13 @@
 
 import keras
 from keras import ops
-from keras_hub.layers import TransformerEncoder
 
 from keras_hsum.checks import check_int
 from keras_hsum.layers.input_checks import check_dims, check_rank
 from keras_hsum.layers.input_checks import expect_width
 from keras_hsum.layers.masking import as_bool_mask, merge_masks
 from keras_hsum.layers.multi_head_pooling import MultiHeadPooling
+from keras_hsum.layers.transformer_encoder import TransformerEncoder
 
 # The score of a padded snippet: finite, far below any logit, so the gate
 # puts padded snippets last and a loss on valid snippets never sees inf.
@@ -54,6 +54,8 @@ class SnippetScorer(keras.layers.Layer):
             when it is set.
         dropout: dropout rate of the encoder layers and of the pooling
             weights.
+        attention_dropout: dropout rate on the attention and pooling
+            weights, or None (the default) for `dropout`.
         activation: activation of the encoder layers' feed-forward network.
         layer_norm_epsilon: epsilon of the encoder layers' layer norms.
         normalize_first: pre-norm encoder layers (post-norm by default, as in
@@ -107,6 +109,7 @@ class SnippetScorer(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         embeddings_initializer="uniform",
+        attention_dropout=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -118,6 +121,7 @@ class SnippetScorer(keras.layers.Layer):
         self.intermediate_dim = intermediate_dim
         self.max_documents = max_documents
         self.dropout = dropout
+        self.attention_dropout = attention_dropout
         self.activation = keras.activations.get(activation)
         self.layer_norm_epsilon = layer_norm_epsilon
         self.normalize_first = normalize_first
@@ -132,6 +136,7 @@ class SnippetScorer(keras.layers.Layer):
         self.attention_pooling = MultiHeadPooling(
             num_heads=1,
             dropout=dropout,
+            attention_dropout=attention_dropout,
             kernel_initializer=initializer(self.kernel_initializer),
             bias_initializer=initializer(self.bias_initializer),
             dtype=self.dtype_policy,
@@ -142,6 +147,7 @@ class SnippetScorer(keras.layers.Layer):
                 intermediate_dim=intermediate_dim,
                 num_heads=num_heads,
                 dropout=dropout,
+                attention_dropout=attention_dropout,
                 activation=activation,
                 layer_norm_epsilon=layer_norm_epsilon,
                 kernel_initializer=initializer(self.kernel_initializer),
@@ -384,6 +390,7 @@ class SnippetScorer(keras.layers.Layer):
                 "embeddings_initializer": keras.initializers.serialize(
                     self.embeddings_initializer
                 ),
+                "attention_dropout": self.attention_dropout,
             }
         )
         return config
