@@ -10,6 +10,8 @@ from keras_hsum.features import SOURCE_EXTENDED_IDS
 from keras_hsum.features import TARGET_MASK
 from keras_hsum.features import TOKENS
 from keras_hsum.features import TOKEN_MASK
+from keras_hsum.layers.bidirectional_lstm_scan import bidirectional_lstm_scan
+from keras_hsum.layers.bidirectional_lstm_scan import lstm_gates
 from keras_hsum.layers.discourse_attention import DiscourseAttention
 from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.masking import as_bool_mask
@@ -81,8 +83,15 @@ class DiscourseSummarizer(Summarizer):
     source positions of each word (Eq. 8-9). The attention query is the new
     state h_t (See et al.'s and the authors' released code); Eq. 5-6 as
     printed use h_(t-1). Teacher forcing (`call`) and
-    decoding (`step`) run the same `_decoder_step` code, teacher forcing in
-    `ops.scan` over S.
+    decoding (`step`) run the same code: the recurrence (cell, attention)
+    and the output distribution (Eq. 7-9), which no later step reads;
+    teacher forcing runs the recurrence in `ops.scan` over S and the output
+    distribution once over all S steps.
+
+    Both BiLSTMs run as `bidirectional_lstm_scan`: Keras' masked
+    `Bidirectional(LSTM)` math with the two directions in one loop and the
+    input projections of every step computed before it, from the weights
+    of `word_encoder` and `section_encoder` (the layers that hold them).
 
     Copying. `source_extended_ids` [B,P,T] gives every source word's id in
     the extended vocabulary V + `num_oov` (ids >= V name the example's
@@ -304,7 +313,7 @@ class DiscourseSummarizer(Summarizer):
         section_mask = ops.logical_and(section_mask, ops.any(word_mask, axis=-1))
         return word_mask, section_mask
 
-    def _encode_words(self, embedded, word_mask, training):
+    def _encode_words(self, embedded, word_mask):
         """The word-level BiLSTM's outputs, read as `section_encoding` says.
 
         Args:
@@ -329,37 +338,32 @@ class DiscourseSummarizer(Summarizer):
         if self.section_encoding == "paper":
             # Each section is its own sequence of the batch: both directions
             # start from zero state in every section.
-            forward, backward = self.word_encoder(
+            forward, backward, _ = bidirectional_lstm_scan(
+                self.word_encoder,
                 slots(embedded, batch * sections, length),
-                mask=slots(word_mask, batch * sections, length),
-                training=training,
+                slots(word_mask, batch * sections, length),
             )
             return sectioned(forward), sectioned(backward)
         flat = slots(embedded, batch, sections * length)
         flat_mask = slots(word_mask, batch, sections * length)
         if self.section_encoding == "concatenated":
-            forward, backward = self.word_encoder(flat, mask=flat_mask, training=training)
+            forward, backward, _ = bidirectional_lstm_scan(self.word_encoder, flat, flat_mask)
             return sectioned(forward), sectioned(backward)
         # "carry": the forward LSTM reads the sections laid end to end (as
         # "concatenated"). The backward LSTM reads each section right to
         # left but the sections in document order, starting section j from
         # its state at the end of section j-1 (after that section's first
         # word): it reads the sections in reverse order laid end to end,
-        # backwards. Both directions are called here, not through
-        # `word_encoder` (which reads one sequence both ways); it is built
-        # so that it owns their weights as in the other modes.
-        if not self.word_encoder.built:
-            self.word_encoder.build(flat.shape)
-        forward = self.word_encoder.forward_layer(flat, mask=flat_mask, training=training)
-        backward = self.word_encoder.backward_layer(
-            slots(ops.flip(embedded, axis=1), batch, sections * length),
-            mask=slots(ops.flip(word_mask, axis=1), batch, sections * length),
-            training=training,
+        # backwards.
+        forward, backward, _ = bidirectional_lstm_scan(
+            self.word_encoder,
+            flat,
+            flat_mask,
+            backward_inputs=slots(ops.flip(embedded, axis=1), batch, sections * length),
+            backward_mask=slots(ops.flip(word_mask, axis=1), batch, sections * length),
         )
-        # Its outputs come in reading order (Bidirectional flips them back):
-        # slot t of section j of the result is read at step j·T + T-1-t.
-        backward = ops.flip(sectioned(ops.cast(backward, forward.dtype)), axis=2)
-        return sectioned(forward), backward
+        # Slot j·T + t of the backward input is word t of section P-1-j.
+        return sectioned(forward), ops.flip(sectioned(backward), axis=1)
 
     def encode(self, inputs, training=False):
         """Runs the hierarchical encoder.
@@ -396,7 +400,7 @@ class DiscourseSummarizer(Summarizer):
         # Word level: forward and backward LSTM outputs [B,P,T,D], read per
         # `section_encoding`.
         embedded = self.token_embedding(tokens)
-        forward, backward = self._encode_words(embedded, word_mask, training)
+        forward, backward = self._encode_words(embedded, word_mask)
         word_states = self.word_reduce(ops.concatenate([forward, backward], axis=-1))
         word_states = word_states * ops.cast(word_mask[..., None], word_states.dtype)
 
@@ -418,14 +422,9 @@ class DiscourseSummarizer(Summarizer):
         )
 
         # Section level.
-        (
-            section_forward,
-            section_backward,
-            forward_h,
-            forward_c,
-            backward_h,
-            backward_c,
-        ) = self.section_encoder(section_inputs, mask=section_mask, training=training)
+        section_forward, section_backward, (forward_h, forward_c, backward_h, backward_c) = (
+            bidirectional_lstm_scan(self.section_encoder, section_inputs, section_mask)
+        )
         section_states = self.section_reduce(
             ops.concatenate([section_forward, section_backward], axis=-1)
         )
@@ -449,24 +448,51 @@ class DiscourseSummarizer(Summarizer):
     # ------------------------------------------------------------------ #
     # Decoder.
 
-    def _decoder_step(self, ids, state, memory, coverage_on):
-        """One decoder step shared by teacher forcing and `step`.
+    def _decoder_inputs(self, ids):
+        """int [B] or [B,S] (extended ids allowed) → x, the embedded words
+        [B,E] or [B,S,E]; ids >= V are read as `unk_id`."""
+        ids = ops.cast(ids, "int32")
+        return self.token_embedding(ops.where(ids >= self.vocabulary_size, self.unk_id, ids))
+
+    def _cell_weights(self):
+        """The decoder `LSTMCell`'s weights, its kernel split by input:
+        `(input_kernel [E,4D], state_kernel [2D,4D], bias [4D])` in the
+        compute dtype, where the cell reads [x; c_(t-1)] with kernel W and
+        h_(t-1) with U: input_kernel = W's rows for x, state_kernel = W's
+        rows for c_(t-1) above U. So x W_x, which needs no earlier step,
+        is computed for all S steps before the teacher-forcing loop, and a
+        step does one matmul [c_(t-1); h_(t-1)] [W_c; U]."""
+        cell = self.decoder_cell
+        dtype = cell.compute_dtype
+        kernel = ops.cast(cell.kernel, dtype)
+        state_kernel = ops.concatenate(
+            [kernel[self.embedding_dim:], ops.cast(cell.recurrent_kernel, dtype)], axis=0
+        )
+        return kernel[: self.embedding_dim], state_kernel, ops.cast(cell.bias, dtype)
+
+    def _recurrent_step(self, x_projection, state, memory, coverage_on, cell_weights):
+        """The part of a decoder step that the next step depends on: the
+        LSTM cell and the attention (Eq. 4-6).
 
         Args:
-            ids: int [B], the step's input words (extended ids allowed).
+            x_projection: [B,4D], x W_x, the embedded input word times the
+                cell kernel's input rows (`_cell_weights`).
             state: dict `h`, `c`, `context` [B,D], `coverage` [B,P,T].
-            memory: `encode`'s dict.
+            memory: `encode`'s dict, with `"attention_cache"`.
             coverage_on: float32 scalar, 1 while λ > 0.
+            cell_weights: `_cell_weights()`.
 
         Returns:
-            `(log_probabilities [B,V + num_oov], new_state, alpha [B,P,T],
-            beta [B,P], p_gen [B,1])`.
+            `(new_state, alpha [B,P,T] float32, beta [B,P])`.
         """
-        ids = ops.cast(ids, "int32")
-        ids = ops.where(ids >= self.vocabulary_size, self.unk_id, ids)
-        x = self.token_embedding(ids)
-        cell_input = ops.concatenate([x, ops.cast(state["context"], x.dtype)], axis=-1)
-        h, (h, c) = self.decoder_cell(cell_input, [state["h"], state["c"]])
+        # The cell: z = [x; c_(t-1)] W + h_(t-1) U + b (Keras' LSTMCell).
+        _, state_kernel, bias = cell_weights
+        dtype = state_kernel.dtype
+        previous = ops.concatenate(
+            [ops.cast(state["context"], dtype), ops.cast(state["h"], dtype)], axis=-1
+        )
+        z = ops.add(ops.add(x_projection, ops.matmul(previous, state_kernel)), bias)
+        h, c = lstm_gates(z, ops.cast(state["c"], dtype), self.decoder_cell)
         coverage = None
         if self.use_coverage:
             coverage = state["coverage"] * coverage_on
@@ -477,8 +503,31 @@ class DiscourseSummarizer(Summarizer):
             token_mask=memory["word_mask"],
             section_mask=memory["section_mask"],
             coverage=coverage,
-            memory_cache=memory.get("attention_cache"),
+            memory_cache=memory["attention_cache"],
         )
+        alpha = ops.cast(alpha, "float32")
+        new_state = {
+            "h": h,
+            "c": c,
+            "context": context,
+            "coverage": state["coverage"] + alpha,
+        }
+        return new_state, alpha, beta
+
+    def _output_distribution(self, x, h, context, alpha, memory):
+        """Eq. 7-9 from a step's results; nothing of it feeds the next step,
+        so teacher forcing runs it once over all S steps.
+
+        Args:
+            x: [B,E] (or [B,S,E]), the embedded input words.
+            h, context: [B,D] (or [B,S,D]), the cell state and context.
+            alpha: [B,P,T] (or [B,S,P,T]), the word weights.
+            memory: `encode`'s dict.
+
+        Returns:
+            `(log_probabilities [B,V + num_oov], p_gen [B,1])` (or
+            [B,S,V + num_oov] and [B,S,1]), float32.
+        """
         hidden = self.output_projection(ops.concatenate([h, context], axis=-1))
         vocabulary_probabilities = ops.softmax(
             ops.cast(self.vocabulary_projection(hidden), "float32"), axis=-1
@@ -492,14 +541,30 @@ class DiscourseSummarizer(Summarizer):
             x,
             token_mask=memory["word_mask"],
         )
-        log_probabilities = ops.log(ops.maximum(distribution, MIN_PROBABILITY))
-        alpha = ops.cast(alpha, "float32")
-        new_state = {
-            "h": h,
-            "c": c,
-            "context": context,
-            "coverage": state["coverage"] + alpha,
-        }
+        return ops.log(ops.maximum(distribution, MIN_PROBABILITY)), p_gen
+
+    def _decoder_step(self, ids, state, memory, coverage_on):
+        """One decoder step (`step`); teacher forcing runs the same
+        `_recurrent_step` and `_output_distribution`.
+
+        Args:
+            ids: int [B], the step's input words (extended ids allowed).
+            state: dict `h`, `c`, `context` [B,D], `coverage` [B,P,T].
+            memory: `encode`'s dict, with `"attention_cache"`.
+            coverage_on: float32 scalar, 1 while λ > 0.
+
+        Returns:
+            `(log_probabilities [B,V + num_oov], new_state, alpha [B,P,T],
+            beta [B,P], p_gen [B,1])`.
+        """
+        x = self._decoder_inputs(ids)
+        cell_weights = self._cell_weights()
+        new_state, alpha, beta = self._recurrent_step(
+            ops.matmul(x, cell_weights[0]), state, memory, coverage_on, cell_weights
+        )
+        log_probabilities, p_gen = self._output_distribution(
+            x, new_state["h"], new_state["context"], alpha, memory
+        )
         return log_probabilities, new_state, alpha, ops.cast(beta, "float32"), p_gen
 
     def _initial_state(self, memory):
@@ -510,12 +575,36 @@ class DiscourseSummarizer(Summarizer):
             "coverage": ops.zeros(ops.shape(memory["word_mask"]), "float32"),
         }
 
+    def _with_attention_cache(self, memory):
+        """`memory` with `"attention_cache"`: the attention's memory terms
+        W_h h [B,P,T,D] and W_h' h_j [B,P,D], projected once (building the
+        decoder's layers first, so that no layer is built inside a loop)."""
+        if not self.decoder_cell.built:
+            self.decoder_cell.build((None, self.embedding_dim + self.hidden_dim))
+        if not self.attention.built:
+            self.attention.build(
+                (None, self.hidden_dim),
+                memory["word_states"].shape,
+                memory["section_states"].shape,
+            )
+        if memory.get("attention_cache") is not None:
+            return memory
+        return dict(
+            memory,
+            attention_cache=self.attention.project_memory(
+                memory["word_states"], memory["section_states"]
+            ),
+        )
+
     def decode(self, decoder_tokens, memory, inputs=None, training=False):
         """Teacher forcing: int [B,S] → float32 log-probabilities [B,S,V + num_oov].
 
-        Step 0 runs (and builds every decoder layer) outside the loop, steps
-        1..S-1 in `ops.scan`, so the graph does not grow with S. Adds
-        λ · coverage_loss with `add_loss` (0 while λ = 0).
+        The recurrence (cell and attention, `_recurrent_step`) runs in
+        `ops.scan` over S; the attention's memory terms are projected before
+        it, and the output distribution (`_output_distribution`: vocabulary
+        softmax, pointer-generator), which no later step reads, runs once
+        over all S steps after it. Adds λ · coverage_loss with `add_loss`
+        (0 while λ = 0).
         """
         if len(decoder_tokens.shape) != 2:
             raise ValueError(
@@ -524,26 +613,26 @@ class DiscourseSummarizer(Summarizer):
             )
         decoder_tokens = ops.cast(decoder_tokens, "int32")
         coverage_on = self._coverage_on()
+        memory = self._with_attention_cache(memory)
+        x = self._decoder_inputs(decoder_tokens)  # [B,S,E]
+        cell_weights = self._cell_weights()
+        x_projection = ops.matmul(x, cell_weights[0])  # [B,S,4D]
 
-        # The loop carry holds the decoder state and the step's outputs:
         # Keras' TensorFlow `ops.scan` needs the per-step outputs to have
-        # the carry's structure, so each step emits its whole carry.
-        def step(carry, ids):
+        # the carry's structure: each step emits its whole carry.
+        def step(carry, x_projection_t):
             state = {k: carry[k] for k in ("h", "c", "context", "coverage")}
-            log_probabilities, state, alpha, _, _ = self._decoder_step(
-                ids, state, memory, coverage_on
+            state, alpha, _ = self._recurrent_step(
+                x_projection_t, state, memory, coverage_on, cell_weights
             )
-            carry = dict(state, log_probabilities=log_probabilities, alpha=alpha)
+            carry = dict(state, alpha=alpha)
             return carry, carry
 
-        first, _ = step(self._initial_state(memory), decoder_tokens[:, 0])
-        _, rest = ops.scan(step, first, ops.transpose(decoder_tokens[:, 1:]))
-        log_probabilities, alphas = (
-            ops.concatenate(
-                [ops.expand_dims(first[k], 1), ops.moveaxis(rest[k], 0, 1)], axis=1
-            )
-            for k in ("log_probabilities", "alpha")
-        )
+        initial = self._initial_state(memory)
+        initial["alpha"] = ops.zeros_like(initial["coverage"])
+        _, steps = ops.scan(step, initial, ops.moveaxis(x_projection, 1, 0))
+        h, context, alphas = (ops.moveaxis(steps[k], 0, 1) for k in ("h", "context", "alpha"))
+        log_probabilities, _ = self._output_distribution(x, h, context, alphas, memory)
         if self.use_coverage:
             target_mask = None if inputs is None else inputs.get(TARGET_MASK)
             if target_mask is None:
@@ -564,17 +653,7 @@ class DiscourseSummarizer(Summarizer):
         (`DiscourseAttention.project_memory`), projected once instead of at
         every step.
         """
-        static = dict(memory)
-        if not self.attention.built:  # decoding before any call (the step would build it)
-            self.attention.build(
-                (None, self.hidden_dim),
-                memory["word_states"].shape,
-                memory["section_states"].shape,
-            )
-        static["attention_cache"] = self.attention.project_memory(
-            memory["word_states"], memory["section_states"]
-        )
-        return static, self._initial_state(memory)
+        return self._with_attention_cache(memory), self._initial_state(memory)
 
     def step(self, ids, index, cache):
         static, state = cache

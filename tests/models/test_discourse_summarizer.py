@@ -306,6 +306,75 @@ def test_encoder_equals_numpy_reference(section_encoding):
         np.testing.assert_allclose(to_numpy(memory["section_states"]), section_states, atol=1e-5)
 
 
+def keras_bidirectional(bidirectional, inputs, mask, backward_inputs=None, backward_mask=None):
+    """`bidirectional_lstm_scan` computed by Keras' own masked layers (what
+    the model called before it): the reference of the test below."""
+    from keras import ops
+
+    if backward_inputs is None:
+        outputs = bidirectional(inputs, mask=mask)
+        return outputs[0], outputs[1], tuple(outputs[2:])
+    forward = bidirectional.forward_layer(inputs, mask=mask)
+    backward = bidirectional.backward_layer(backward_inputs, mask=backward_mask)
+    return forward, ops.flip(backward, axis=1), ()
+
+
+def loss_and_gradients(model, inputs):
+    """A fixed random linear function of the log-probabilities plus the
+    coverage loss, and its gradients w.r.t. every trainable weight."""
+    import keras
+    from keras import ops
+
+    weights = np.random.default_rng(4).normal(size=(2, 6, V + 3)).astype("float32")
+    variables = model.trainable_variables
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            loss = ops.sum(model(inputs) * weights) + sum(model.losses)
+        grads = tape.gradient(loss, [v.value for v in variables])
+    else:
+        import jax
+
+        non_trainable = [v.value for v in model.non_trainable_variables]
+
+        def fn(values):
+            outputs, _, losses = model.stateless_call(
+                values, non_trainable, inputs, return_losses=True)
+            return ops.sum(outputs * weights) + sum(losses)
+
+        loss, grads = jax.jit(jax.value_and_grad(fn))([v.value for v in variables])
+    return to_numpy(loss), [to_numpy(g) for g in grads]
+
+
+@pytest.mark.jax_slow  # 2-5 s under TensorFlow; the model's gradient compiled by XLA under JAX
+@pytest.mark.parametrize("section_encoding", [
+    "paper",
+    # The same helper with the other inputs: the default suite's budget.
+    pytest.param("carry", marks=pytest.mark.slow),
+    pytest.param("concatenated", marks=pytest.mark.slow),
+])
+def test_loss_and_gradients_equal_keras_bidirectional_layers(section_encoding, monkeypatch):
+    """The BiLSTMs run as `bidirectional_lstm_scan` give the loss and every
+    weight's gradient that Keras' `Bidirectional(LSTM)` layers give on the
+    same weights (masked word, short and padded sections, coverage on)."""
+    from keras_hsum.models import discourse_summarizer
+
+    model = small_model(section_encoding=section_encoding)
+    inputs = with_masked_hole(random_inputs())
+    model.set_coverage_weight(0.5)
+    model(inputs)
+    loss, grads = loss_and_gradients(model, inputs)
+    monkeypatch.setattr(discourse_summarizer, "bidirectional_lstm_scan", keras_bidirectional)
+    reference_loss, reference_grads = loss_and_gradients(model, inputs)
+    np.testing.assert_allclose(loss, reference_loss, rtol=1e-5)
+    for variable, grad, reference in zip(model.trainable_variables, grads, reference_grads,
+                                         strict=True):
+        np.testing.assert_allclose(grad, reference, atol=2e-5, rtol=1e-4, err_msg=variable.path)
+        # Every weight is used (the encoder's included).
+        assert np.abs(reference).max() > 0, variable.path
+
+
 # Which sections' word states a change in section s reaches (reached[s][j]).
 REACHED = {
     # Each section alone: only its own.

@@ -1,0 +1,170 @@
+"""Keras' masked `Bidirectional(LSTM)` with both directions in one scan."""
+
+import keras
+from keras import ops
+
+
+def bidirectional_lstm_scan(bidirectional, inputs, mask, backward_inputs=None,
+                            backward_mask=None):
+    """What `bidirectional(inputs, mask=mask)` gives, in one loop.
+
+    Keras runs the two LSTMs of a `Bidirectional` one after the other, each
+    in its own loop whose every step multiplies its input by the kernel:
+    2·T steps of two matmuls each (and twice that backward). Here the input
+    projections x_t W + b of all steps and both directions are computed
+    before the loop, as one matmul per direction, and one loop of T steps
+    advances both directions at once, stacked on a leading axis
+    (direction 0 reads t = 0..T-1, direction 1 reads t = T-1..0); each step
+    does one batched h_(t-1) U and the gates. The weights are the layers'
+    own (`cell.kernel`, `cell.recurrent_kernel`, `cell.bias`): nothing is
+    created, so saved models and checkpoints load as before.
+
+    The math is Keras' LSTM (`implementation=2`, the default), with Keras'
+    masking: z = x_t W + h_(t-1) U + b split into i, f, g, o;
+    c_t = σ(f) c_(t-1) + σ(i) tanh(g); h_t = σ(o) tanh(c_t) (with the
+    cell's activations). A masked step keeps (h, c) and outputs zeros
+    (`Bidirectional` sets `zero_output_for_mask` when it returns
+    sequences), so the backward direction starts at the last unmasked
+    step. Equal to the two Keras loops up to float rounding (the input
+    products are summed in another order).
+
+    Args:
+        bidirectional: a `keras.layers.Bidirectional` of two `LSTM`s with
+            `merge_mode=None`, no dropout, not stateful, not unrolled (built
+            here from `inputs` if it is not built yet).
+        inputs: float [B, T, E], what the forward LSTM reads.
+        mask: bool [B, T], True for the steps to read.
+        backward_inputs: optional float [B, T, E], what the backward LSTM
+            reads (from T-1 down to 0); default `inputs`, as
+            `Bidirectional` does.
+        backward_mask: optional bool [B, T] for `backward_inputs`; default
+            `mask`.
+
+    Returns:
+        `(forward, backward, states)`: the outputs [B, T, D] of each
+        direction aligned with its input's time axis (zeros at masked
+        steps; `backward[:, t]` is the backward LSTM's output at input step
+        t, as `Bidirectional` returns it) and the final states
+        `(forward_h, forward_c, backward_h, backward_c)`, each [B, D], all
+        in the layer's compute dtype.
+
+    Example:
+    >>> encoder = keras.layers.Bidirectional(
+    ...     keras.layers.LSTM(4, return_sequences=True), merge_mode=None)
+    >>> forward, backward, states = bidirectional_lstm_scan(
+    ...     encoder, np.ones((2, 5, 3), "float32"), np.ones((2, 5), "bool"))
+    >>> tuple(forward.shape), tuple(backward.shape), len(states)
+    ((2, 5, 4), (2, 5, 4), 4)
+    """
+    _check_layer(bidirectional)
+    if len(inputs.shape) != 3 or len(mask.shape) != 2:
+        raise ValueError(
+            "bidirectional_lstm_scan: expected `inputs` float [B,T,E] and "
+            f"`mask` bool [B,T], received shapes {tuple(inputs.shape)} and "
+            f"{tuple(mask.shape)}. Reshape the sequences to rank 3 first."
+        )
+    if not bidirectional.built:
+        bidirectional.build(inputs.shape)
+    dtype = bidirectional.compute_dtype
+    backward_inputs = inputs if backward_inputs is None else backward_inputs
+    backward_mask = mask if backward_mask is None else backward_mask
+    cells = (bidirectional.forward_layer.cell, bidirectional.backward_layer.cell)
+    units = cells[0].units
+
+    def projected(x, cell):  # [B,T,E] -> [T,B,4D]: x_t W for every step
+        z = ops.matmul(ops.cast(x, dtype), ops.cast(cell.kernel, dtype))
+        return ops.transpose(z, (1, 0, 2))
+
+    # Direction 1 reads its sequence backwards: reverse it once here so that
+    # scan step t reads slot t of both.
+    step_inputs = ops.stack(
+        [projected(inputs, cells[0]), ops.flip(projected(backward_inputs, cells[1]), axis=0)],
+        axis=1,
+    )  # [T,2,B,4D]
+    step_masks = ops.stack(
+        [ops.cast(mask, "bool"), ops.flip(ops.cast(backward_mask, "bool"), axis=1)], axis=0
+    )  # [2,B,T]
+    # Broadcast here, not in the loop: JAX would save the broadcast mask of
+    # every step for the gradient.
+    step_masks = ops.broadcast_to(
+        ops.transpose(step_masks, (2, 0, 1))[..., None],
+        tuple(ops.shape(step_inputs)[:3]) + (units,),
+    )  # [T,2,B,D]
+    recurrent_kernels = ops.stack(
+        [ops.cast(cell.recurrent_kernel, dtype) for cell in cells]
+    )  # [2,D,4D]
+    biases = ops.stack([ops.cast(cell.bias, dtype) for cell in cells])[:, None, :]  # [2,1,4D]
+    def step(carry, step_input):
+        h, c = carry  # [2,B,D] each
+        z, keep = step_input  # [2,B,4D], bool [2,B,D]
+        # Keras' order: x W, + h U, + b.
+        z = ops.add(ops.add(z, ops.matmul(h, recurrent_kernels)), biases)
+        new_h, new_c = lstm_gates(z, c, cells[0])
+        output = ops.where(keep, new_h, ops.zeros_like(new_h))
+        h = ops.where(keep, new_h, h)
+        c = ops.where(keep, new_c, c)
+        # Keras' TensorFlow `scan` wants per-step outputs shaped as the carry.
+        return (h, c), (output, c)
+
+    batch = ops.shape(inputs)[0]
+    zeros = ops.zeros((2, batch, units), dtype)
+    (h, c), (outputs, _) = ops.scan(step, (zeros, zeros), (step_inputs, step_masks))
+    # outputs [T,2,B,D]: direction 1's in reading order (input step T-1-t).
+    forward = ops.transpose(outputs[:, 0], (1, 0, 2))
+    backward = ops.flip(ops.transpose(outputs[:, 1], (1, 0, 2)), axis=1)
+    return forward, backward, (h[0], c[0], h[1], c[1])
+
+
+def lstm_gates(z, c, cell):
+    """Keras' LSTM update from the gate pre-activations.
+
+    Args:
+        z: [..., 4D], x W + h U + b (gates i, f, g, o, as `LSTMCell`).
+        c: [..., D], the previous carry.
+        cell: the `keras.layers.LSTMCell` whose activations to use.
+
+    Returns:
+        `(h, c)`, each [..., D]: c = σ(f) c + σ(i) tanh(g), h = σ(o) tanh(c).
+    """
+    units = cell.units
+    # One activation over all four gates (g's sigmoid is unused): one value
+    # saved for the gradient instead of three.
+    gates = cell.recurrent_activation(z)
+    i, f, o = gates[..., :units], gates[..., units:2 * units], gates[..., 3 * units:]
+    c = f * c + i * cell.activation(z[..., 2 * units:3 * units])
+    return o * cell.activation(c), c
+
+
+def _check_layer(bidirectional):
+    layers = (
+        getattr(bidirectional, "forward_layer", None),
+        getattr(bidirectional, "backward_layer", None),
+    )
+    problems = []
+    if not all(isinstance(layer, keras.layers.LSTM) for layer in layers):
+        problems.append("forward and backward layers that are keras.layers.LSTM")
+    else:
+        if getattr(bidirectional, "merge_mode", None) is not None:
+            problems.append("merge_mode=None")
+        for layer in layers:
+            cell = layer.cell
+            if cell.dropout or cell.recurrent_dropout:
+                problems.append(f"{layer.name}: no dropout or recurrent_dropout")
+            if layer.stateful or layer.unroll:
+                problems.append(f"{layer.name}: stateful=False and unroll=False")
+            if not cell.use_bias:
+                problems.append(f"{layer.name}: use_bias=True")
+        if layers[0].go_backwards or not layers[1].go_backwards:
+            problems.append("a forward layer and a go_backwards backward layer")
+        if layers[0].cell.units != layers[1].cell.units or (
+            layers[0].cell.activation is not layers[1].cell.activation
+            or layers[0].cell.recurrent_activation is not layers[1].cell.recurrent_activation
+        ):
+            problems.append("the same units and activations in both directions")
+    if problems:
+        raise ValueError(
+            "bidirectional_lstm_scan: expected a keras.layers.Bidirectional with "
+            + "; ".join(problems)
+            + f"; received {bidirectional!r}. Call the layer itself for other "
+            "configurations."
+        )

@@ -1,0 +1,176 @@
+"""bidirectional_lstm_scan against Keras' own masked Bidirectional(LSTM) on
+the same weights: outputs, final states, gradients w.r.t. the inputs and
+every weight (right padding, a hole, a fully masked row, leading masked
+steps), a backward direction reading another sequence, mixed precision."""
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_hsum.layers.bidirectional_lstm_scan import bidirectional_lstm_scan
+
+BACKEND = keras.backend.backend()
+UNITS = 5
+
+
+def bidirectional(return_state=True, dtype=None, **options):
+    keras.utils.set_random_seed(3)
+    forward = keras.layers.LSTM(
+        UNITS, return_sequences=True, return_state=return_state, dtype=dtype, **options)
+    backward = keras.layers.LSTM(
+        UNITS, return_sequences=True, return_state=return_state, go_backwards=True,
+        dtype=dtype, **options)
+    layer = keras.layers.Bidirectional(
+        forward, backward_layer=backward, merge_mode=None, dtype=dtype)
+    layer.build((None, 6, 4))
+    # Non-zero biases so that a misplaced bias shows.
+    for lstm in (layer.forward_layer, layer.backward_layer):
+        lstm.cell.bias.assign(np.random.default_rng(7).normal(size=4 * UNITS))
+    return layer
+
+
+def sequences(seed=0):
+    """[4,6,4] inputs and masks: right padding, a hole, all masked, leading masked."""
+    rng = np.random.default_rng(seed)
+    inputs = rng.normal(size=(4, 6, 4)).astype("float32")
+    mask = np.ones((4, 6), bool)
+    mask[0, 4:] = False
+    mask[1, 2] = False
+    mask[2] = False
+    mask[3, :2] = False
+    return inputs, mask
+
+
+def keras_reference(layer, inputs, mask, backward_inputs=None, backward_mask=None):
+    """The same outputs from Keras' layers: `(forward, backward, states)`."""
+    if backward_inputs is None:
+        forward, backward, *states = layer(inputs, mask=mask)
+        return forward, backward, tuple(states)
+    forward, forward_h, forward_c = layer.forward_layer(inputs, mask=mask)
+    backward, backward_h, backward_c = layer.backward_layer(backward_inputs, mask=backward_mask)
+    # The backward LSTM's outputs come in reading order; Bidirectional flips them.
+    return forward, ops.flip(backward, axis=1), (forward_h, forward_c, backward_h, backward_c)
+
+
+def scalar(results, seed=1):
+    """A fixed random linear function of every output (so each gets a gradient)."""
+    forward, backward, states = results
+    rng = np.random.default_rng(seed)
+    total = 0.0
+    for value in (forward, backward) + tuple(states):
+        weights = rng.normal(size=tuple(value.shape)).astype("float32")
+        total = total + ops.sum(ops.cast(value, "float32") * weights)
+    return total
+
+
+def value_and_gradients(fn, layer, inputs):
+    """`(results, d scalar / d inputs, [d scalar / d weight])` of `fn(inputs)`."""
+    variables = layer.trainable_variables
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        inputs = tf.convert_to_tensor(inputs)
+        with tf.GradientTape() as tape:
+            tape.watch(inputs)
+            results = fn(inputs)
+            loss = scalar(results)
+        grads = tape.gradient(loss, [inputs] + [v.value for v in variables])
+    elif BACKEND == "jax":
+        import jax
+
+        def loss(inputs, values):
+            with keras.StatelessScope(state_mapping=list(zip(variables, values))):
+                results = fn(inputs)
+            return scalar(results), results
+
+        (_, results), grads = jax.jit(jax.value_and_grad(loss, argnums=(0, 1), has_aux=True))(
+            inputs, [v.value for v in variables])
+        grads = [grads[0]] + list(grads[1])
+    else:
+        pytest.skip(f"no gradient helper for the {BACKEND} backend")
+    numpy = lambda x: ops.convert_to_numpy(ops.cast(x, "float32"))  # noqa: E731
+    forward, backward, states = results
+    return (numpy(forward), numpy(backward), [numpy(s) for s in states]), [
+        numpy(g) for g in grads]
+
+
+def assert_equal_results(got, want, atol):
+    (forward, backward, states), grads = got
+    (forward_ref, backward_ref, states_ref), grads_ref = want
+    np.testing.assert_allclose(forward, forward_ref, atol=atol)
+    np.testing.assert_allclose(backward, backward_ref, atol=atol)
+    for state, state_ref in zip(states, states_ref, strict=True):
+        np.testing.assert_allclose(state, state_ref, atol=atol)
+    for grad, grad_ref in zip(grads, grads_ref, strict=True):
+        np.testing.assert_allclose(grad, grad_ref, atol=atol, rtol=atol)
+
+
+# 1 s under TensorFlow; under JAX, XLA compiles two scans and their gradients.
+@pytest.mark.jax_slow
+def test_equals_keras_bidirectional_outputs_states_and_gradients():
+    layer = bidirectional()
+    inputs, mask = sequences()
+    got = value_and_gradients(lambda x: bidirectional_lstm_scan(layer, x, mask), layer, inputs)
+    want = value_and_gradients(lambda x: keras_reference(layer, x, mask), layer, inputs)
+    assert_equal_results(got, want, atol=1e-5)
+    forward, backward, states = got[0]
+    # Masked steps output zeros; a fully masked row keeps the zero state.
+    assert not forward[~mask].any() and not backward[~mask].any()
+    assert not any(state[2].any() for state in states)
+    # Every weight gets a gradient (the test could not pass with one unused).
+    assert all(np.abs(grad).max() > 0 for grad in got[1])
+
+
+@pytest.mark.jax_slow  # as above
+def test_backward_direction_reading_another_sequence_equals_keras_layers():
+    layer = bidirectional()
+    inputs, mask = sequences()
+    other, other_mask = sequences(seed=5)
+    other_mask = other_mask[::-1].copy()
+
+    def ours(x):
+        return bidirectional_lstm_scan(layer, x, mask, backward_inputs=x[::-1] * 0.5 + other,
+                                       backward_mask=other_mask)
+
+    def theirs(x):
+        return keras_reference(layer, x, mask, backward_inputs=x[::-1] * 0.5 + other,
+                               backward_mask=other_mask)
+
+    assert_equal_results(
+        value_and_gradients(ours, layer, inputs), value_and_gradients(theirs, layer, inputs),
+        atol=1e-5)
+
+
+def test_mixed_bfloat16_gives_keras_outputs_in_bfloat16():
+    layer = bidirectional(dtype="mixed_bfloat16")
+    inputs, mask = sequences()
+    compiled = jit if BACKEND == "jax" else (lambda fn: fn)
+    forward, backward, states = compiled(lambda x: bidirectional_lstm_scan(layer, x, mask))(inputs)
+    forward_ref, backward_ref, states_ref = compiled(lambda x: keras_reference(layer, x, mask))(
+        inputs)
+    assert keras.backend.standardize_dtype(forward.dtype) == "bfloat16"
+    for value, reference in zip((forward, backward) + states,
+                                (forward_ref, backward_ref) + states_ref, strict=True):
+        assert keras.backend.standardize_dtype(value.dtype) == keras.backend.standardize_dtype(
+            reference.dtype)
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(ops.cast(value, "float32")),
+            ops.convert_to_numpy(ops.cast(reference, "float32")), atol=3e-2)
+
+
+def jit(fn):
+    import jax
+
+    return jax.jit(fn)
+
+
+def test_unsupported_layers_are_refused_with_the_reason():
+    inputs, mask = sequences()
+    with pytest.raises(ValueError, match="no dropout"):
+        bidirectional_lstm_scan(bidirectional(dropout=0.1), inputs, mask)
+    gru = keras.layers.Bidirectional(keras.layers.GRU(3, return_sequences=True), merge_mode=None)
+    with pytest.raises(ValueError, match="keras.layers.LSTM"):
+        bidirectional_lstm_scan(gru, inputs, mask)
+    with pytest.raises(ValueError, match=r"\[B,T,E\]"):
+        bidirectional_lstm_scan(bidirectional(), inputs[0], mask[0])
