@@ -4,7 +4,10 @@ Needs only JAX, Keras, keras-hub and numpy (no TensorFlow): run it with
 `KERAS_BACKEND=jax` (set here when unset). Three sections, in the order of
 `--tasks` (default: the order below, most wanted first):
 
-- `train:<recipe>:<bf16|f32>`: the recipe's `paper` config, synthetic
+- `train:<recipe>:<bf16|f32>[:FIELD=VALUE[+FIELD=VALUE...]]`: the recipe's
+  `paper` config (with the given fields changed, parsed as `--set` does:
+  e.g. `train:flat:bf16:attention_dropout=0`, the fused-attention variant of
+  docs/recipes.md), synthetic
   inputs of its shapes (benchmarks/recipe_steps.py), one `jax.jit` stateless
   step (forward, the recipe's loss, backward, its optimizer; state donated)
   under `mixed_bfloat16` or `float32`, at the paper batch (seal at
@@ -98,6 +101,9 @@ DECODE_MODELS = ("pht", "ht", "flat", "discourse")
 DEFAULT_TASKS = (
     *(f"train:{name}:bf16" for name in ("pht", "ht", "flat", "discourse")),
     "decode:pht", "decode:ht",
+    # Without attention dropout, Keras takes ops.dot_product_attention (cuDNN
+    # flash attention where it applies): the paper configs drop attention.
+    "train:pht:bf16:attention_dropout=0", "train:flat:bf16:attention_dropout=0",
     "profile:train:pht", "profile:decode:pht",
     "train:seal:bf16", "train:shte:bf16",
     *(f"train:{name}:f32" for name in ("pht", "ht", "flat", "discourse")),
@@ -251,13 +257,19 @@ def one_line(error):
 # Train steps.
 
 
-def recipe_config(name, smoke):
+def recipe_config(name, smoke, changes=""):
+    """(recipe module, config): `paper` (smoke: `tiny`, made smaller), with
+    `changes` ("FIELD=VALUE+FIELD=VALUE", a train task's fourth part) applied
+    as the command line's `--set` applies them."""
     from keras_hsum import recipes
+    from keras_hsum.cli import parse_overrides
 
     module = recipes.get(name)
     if smoke:
-        return module, module.CONFIGS["tiny"].replace(**SMOKE_CHANGES.get(name, {}))
-    return module, module.CONFIGS["paper"]
+        config = module.CONFIGS["tiny"].replace(**SMOKE_CHANGES.get(name, {}))
+    else:
+        config = module.CONFIGS["paper"]
+    return module, parse_overrides(config, [c for c in changes.split("+") if c])
 
 
 def project_flops_per_example():
@@ -292,15 +304,15 @@ def xla_buffer_bytes(compiled):
         return None
 
 
-def prepared_step(ctx, name, precision, batch):
+def prepared_step(ctx, name, precision, batch, changes=""):
     """(TrainStep, state, x, y, w, config) on the device, model built once
-    per (recipe, policy)."""
+    per (recipe, policy, config changes)."""
     import jax
     import recipe_steps
 
-    module, config = recipe_config(name, ctx["smoke"])
+    module, config = recipe_config(name, ctx["smoke"], changes)
     policy = "mixed_bfloat16" if precision == "bf16" else "float32"
-    key = (name, policy)
+    key = (name, policy, changes)
     if key not in ctx["models"]:
         ctx["models"][key] = recipe_steps.build(module, name, config, policy)
     step = recipe_steps.TrainStep(module, config, ctx["models"][key], policy)
@@ -308,14 +320,15 @@ def prepared_step(ctx, name, precision, batch):
     return step, step.initial_state(), x, y, w, config
 
 
-def measure_train(run, ctx, name, precision):
+def measure_train(run, ctx, name, precision, changes=""):
     import jax
 
     args = run.args
-    _, config = recipe_config(name, ctx["smoke"])
+    _, config = recipe_config(name, ctx["smoke"], changes)
     paper_batch = config.batch_size
     batch = 2 if ctx["smoke"] else min(paper_batch, BATCH_CAP.get(name, paper_batch))
-    row = {"task": f"train:{name}:{precision}", "recipe": name, "precision": precision,
+    row = {"task": ":".join(filter(None, ("train", name, precision, changes))),
+           "recipe": name, "precision": precision, "changes": changes,
            "paper_batch": paper_batch, "vocabulary_size": config.vocabulary_size}
     if batch != paper_batch and not ctx["smoke"]:
         row["note"] = f"batch {batch}, not the paper's {paper_batch} (far beyond one GPU's memory)"
@@ -323,7 +336,7 @@ def measure_train(run, ctx, name, precision):
         row["batch"] = batch
         started = time.perf_counter()
         try:
-            step, state, x, y, w, config = prepared_step(ctx, name, precision, batch)
+            step, state, x, y, w, config = prepared_step(ctx, name, precision, batch, changes)
             row["parameters"] = int(step.model.count_params())
             lowered = step.lower(state, x, y, w)
             lowered_cost = xla_cost(lowered)
@@ -357,7 +370,8 @@ def measure_train(run, ctx, name, precision):
                 continue
             raise
     step_s = statistics.median(times)
-    ctx["compiled"][(name, precision)] = (compiled, state, x, y, w, batch)
+    if not changes:  # the profile reads the paper config's step
+        ctx["compiled"][(name, precision)] = (compiled, state, x, y, w, batch)
     row.update(step_ms=1000 * step_s, examples_per_s=batch / step_s,
                steps_timed=steps * len(times), losses=losses,
                loss_finite=all(math.isfinite(v) for v in losses),
@@ -922,6 +936,12 @@ def markdown(stored):
     return "\n".join(lines)
 
 
+def precision_label(row):
+    """A train row's precision, with the config fields its task changed."""
+    changes = row.get("changes")
+    return f"{row['precision']}, {changes.replace('+', ', ')}" if changes else row["precision"]
+
+
 def run_lines(key, result):
     info = result.get("device", {})
     lines = [f"## {key}: {info.get('device_kind', '?')}", "",
@@ -937,14 +957,14 @@ def run_lines(key, result):
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in train:
             if "error" in r:
-                lines.append(f"| {r['recipe']} | {r['precision']} | — | failed: {r['error']} "
+                lines.append(f"| {r['recipe']} | {precision_label(r)} | — | failed: {r['error']} "
                              "| | | | | | | |")
                 continue
             mfu = fmt(r.get("mfu_pct"), ".1f") + ("%" if r.get("mfu_pct") is not None else "")
             if r.get("pct_of_tf32_peak") is not None:
                 mfu += f" ({r['pct_of_tf32_peak']:.1f}% of TF32)"
             lines.append(
-                f"| {r['recipe']} | {r['precision']} | {r['batch']} | {r['step_ms']:.1f} | "
+                f"| {r['recipe']} | {precision_label(r)} | {r['batch']} | {r['step_ms']:.1f} | "
                 f"{r['examples_per_s']:.1f} | {fmt(r.get('tflop_per_s'), '.1f')} | {mfu} | "
                 f"{r['compile_s']:.0f} | {fmt(r.get('xla_buffer_gib'), '.2f')} | "
                 f"{r['loss_finite']} | {r.get('note', '')} |")
@@ -1092,7 +1112,7 @@ def run_tasks(args):
             continue
         try:
             if parts[0] == "train":
-                rows = [measure_train(run, ctx, parts[1], parts[2])]
+                rows = [measure_train(run, ctx, parts[1], parts[2], ":".join(parts[3:]))]
             elif parts[0] == "decode":
                 rows = measure_decode(run, ctx, parts[1])
             elif parts[:2] == ["profile", "train"]:
@@ -1100,13 +1120,15 @@ def run_tasks(args):
             elif parts[:2] == ["profile", "decode"]:
                 rows = measure_profile_decode(run, ctx, parts[2])
             else:
-                raise ValueError(f"unknown task {task!r}; expected train:RECIPE:bf16|f32, "
+                raise ValueError(f"unknown task {task!r}; expected train:RECIPE:bf16|f32"
+                                 "[:FIELD=VALUE], "
                                  "decode:MODEL, profile:train:RECIPE or profile:decode:MODEL")
         except Exception as error:  # noqa: BLE001 (the next task still runs)
             traceback.print_exc()
             run.result["errors"].append(f"{task}: {one_line(error)}")
-            rows = [{"task": task, "recipe": parts[-2] if parts[0] == "train" else parts[-1],
-                     "precision": parts[-1], "error": one_line(error)}] if parts[0] == "train" else []
+            rows = [{"task": task, "recipe": parts[1], "precision": parts[2],
+                     "changes": ":".join(parts[3:]), "error": one_line(error)}
+                    ] if parts[0] == "train" and len(parts) > 2 else []
         for key in list(ctx["rows_by_task"]):  # rows a profile measured on the way
             if key not in tasks[tasks.index(task) + 1:]:
                 run.result["rows"].append(ctx["rows_by_task"].pop(key))
