@@ -735,6 +735,13 @@ class BackboneOptions:
                 "Per-group learning rates need optimizer='adam' (GroupedAdam); "
                 f"received optimizer={self.optimizer!r}."
             )
+        if self.backbone is not None and getattr(self, "attention_dropout", None) is not None:
+            raise ValueError(
+                "`attention_dropout` applies to the models trained from scratch; the "
+                "pretrained backbone keeps its own attention dropout. Leave it None "
+                f"with `backbone` (received backbone={self.backbone!r}, "
+                f"attention_dropout={self.attention_dropout!r})."
+            )
 
 
 def backbone_model(config, vocabulary_size, name, **hierarchy):

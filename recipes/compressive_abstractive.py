@@ -34,6 +34,10 @@ class Config(RecipeConfig):
         max_documents: None (groups of k consecutive snippets, whatever
             their document) or the number of documents whose snippets are
             grouped apart (`CompressiveAbstractive`'s `max_documents`).
+        attention_dropout: dropout on the attention probabilities (a
+            recipe option, not the paper's); None uses `dropout`, as the
+            paper configs do; 0 lets Keras take fused (cuDNN flash)
+            attention on a GPU (docs/recipes.md, "Attention dropout").
     """
 
     dataset: str = DEFAULT_DATASET
@@ -43,6 +47,7 @@ class Config(RecipeConfig):
     num_encoder_layers: int = 6
     num_decoder_layers: int = 6
     dropout: float = 0.1
+    attention_dropout: float | None = None
     snippet_length: int = 64
     max_snippets: int = 64
     snippets_per_group: int = 8

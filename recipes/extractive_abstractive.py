@@ -86,6 +86,10 @@ class Config(RecipeConfig):
         max_target_length: target length with BOS and EOS (L_dec + 1).
         extractive_loss_weight: the weight of L_ext.
         max_documents: document-embedding table of the scorer (None: off).
+        attention_dropout: dropout on the attention probabilities (a
+            recipe option, not the paper's); None uses `dropout`, as the
+            paper configs do; 0 lets Keras take fused (cuDNN flash)
+            attention on a GPU (docs/recipes.md, "Attention dropout").
     """
 
     dataset: str = DEFAULT_DATASET
@@ -96,6 +100,7 @@ class Config(RecipeConfig):
     num_scorer_layers: int = 2
     num_decoder_layers: int = 6
     dropout: float = 0.1
+    attention_dropout: float | None = None
     snippet_length: int = 64
     max_snippets: int = 64
     extract_length: int = 512

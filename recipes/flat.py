@@ -27,6 +27,10 @@ class Config(BackboneOptions, RecipeConfig):
             (`keras_hsum.models.copying`).
         token_shift: add each source token's predecessor to its embedding
             (`keras_hsum.layers.TokenShift`), so copying can follow a span.
+        attention_dropout: dropout on the attention probabilities (a
+            recipe option, not the paper's); None uses `dropout`, as the
+            paper configs do; 0 lets Keras take fused (cuDNN flash)
+            attention on a GPU (docs/recipes.md, "Attention dropout").
     """
 
     dataset: str = DEFAULT_DATASET
@@ -36,6 +40,7 @@ class Config(BackboneOptions, RecipeConfig):
     num_encoder_layers: int = 6
     num_decoder_layers: int = 6
     dropout: float = 0.1
+    attention_dropout: float | None = None
     max_source_length: int = 800
     max_target_length: int = 100
     pointer_generator: bool = False

@@ -49,6 +49,10 @@ class Config(BackboneOptions, RecipeConfig):
         token_shift: add each source token's predecessor to its input
             vector (`keras_hsum.layers.TokenShift`; not in the paper), so
             copying can follow a span.
+        attention_dropout: dropout on the attention probabilities (a
+            recipe option, not the paper's); None uses `dropout`, as the
+            paper configs do; 0 lets Keras take fused (cuDNN flash)
+            attention on a GPU (docs/recipes.md, "Attention dropout").
     """
 
     dataset: str = DEFAULT_DATASET
@@ -58,6 +62,7 @@ class Config(BackboneOptions, RecipeConfig):
     layer_schedule: str = "LLLLLLGG"
     num_decoder_layers: int = 6
     dropout: float = 0.1
+    attention_dropout: float | None = None
     max_paragraphs: int = 24
     max_test_paragraphs: int = 40
     paragraph_length: int = 100

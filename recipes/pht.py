@@ -51,6 +51,10 @@ class Config(BackboneOptions, RecipeConfig):
         token_shift: add each source token's predecessor to its embedding
             (`keras_hsum.layers.TokenShift`; not in the paper), so copying
             can follow a span.
+        attention_dropout: dropout on the attention probabilities (a
+            recipe option, not the paper's); None uses `dropout`, as the
+            paper configs do; 0 lets Keras take fused (cuDNN flash)
+            attention on a GPU (docs/recipes.md, "Attention dropout").
     """
 
     dataset: str = DEFAULT_DATASET
@@ -61,6 +65,7 @@ class Config(BackboneOptions, RecipeConfig):
     num_decoder_layers: int = 3
     num_paragraph_layers: int = 0
     dropout: float = 0.3
+    attention_dropout: float | None = None
     max_paragraphs: int = 30
     max_paragraph_tokens: int = 100
     max_target_length: int = 200

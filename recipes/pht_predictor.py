@@ -63,6 +63,10 @@ class Config(RecipeConfig):
             how paragraphs and summaries are cut; keep them equal to the
             teacher's recipe config (η is only meaningful for inputs shaped
             like the teacher's training data).
+        attention_dropout: dropout on the attention probabilities (a
+            recipe option, not the paper's); None uses `dropout`, as the
+            paper configs do; 0 lets Keras take fused (cuDNN flash)
+            attention on a GPU (docs/recipes.md, "Attention dropout").
     """
 
     dataset: str = DEFAULT_DATASET
@@ -73,6 +77,7 @@ class Config(RecipeConfig):
     intermediate_dim: int = 1024
     num_layers: int = 2
     dropout: float = 0.5
+    attention_dropout: float | None = None
     max_paragraphs: int = 30
     max_paragraph_tokens: int = 100
     max_target_length: int = 200

@@ -68,6 +68,10 @@ class Config(RecipeConfig):
         max_summary_sentences: Q, summary sentences kept.
         negatives_per_positive: negative pairs per positive pair.
         extract_sentences: k, sentences `SHTE.extract` keeps (3).
+        attention_dropout: dropout on the attention probabilities (a
+            recipe option, not the paper's); None uses `dropout`, as the
+            paper configs do; 0 lets Keras take fused (cuDNN flash)
+            attention on a GPU (docs/recipes.md, "Attention dropout").
     """
 
     dataset: str = DEFAULT_DATASET
@@ -82,6 +86,7 @@ class Config(RecipeConfig):
     pooling: str = "max"
     score_head: int | None = None
     dropout: float = 0.0
+    attention_dropout: float | None = None
     max_sentences: int = 40
     max_sentence_tokens: int = 50
     max_summary_sentences: int = 6

@@ -2,7 +2,6 @@
 
 import keras
 from keras import ops
-from keras_hub.layers import TransformerEncoder
 
 from keras_hsum.features import DECODER_TOKENS
 from keras_hsum.features import PARAGRAPH_MASK
@@ -10,6 +9,7 @@ from keras_hsum.features import TARGET_MASK
 from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import masked_softmax
+from keras_hsum.layers.transformer_encoder import TransformerEncoder
 from keras_hsum.models.first_call import call_without_unbuilt_warnings
 from keras_hsum.models.summarizer import decoder_padding_mask
 from keras_hsum.models.summarizer import required
@@ -99,6 +99,10 @@ class AttentionPredictor(keras.Model):
         intermediate_dim: FFN width.
         num_layers: encoder layers (paper: 2).
         dropout: dropout rate (paper: 0.5).
+        attention_dropout: dropout rate on the attention probabilities, or
+            None (the default, the papers' setting) for `dropout`; 0 lets
+            keras-hub's attention layers run through `keras.ops.dot_product_attention`
+            (fused cuDNN attention on a GPU).
         layer_norm_epsilon: LayerNorm epsilon.
 
     Inputs (dict):
@@ -121,23 +125,27 @@ class AttentionPredictor(keras.Model):
         num_layers=2,
         dropout=0.5,
         layer_norm_epsilon=1e-5,
+        attention_dropout=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         check_hyperparameters(
             self.name, num_heads=num_heads, intermediate_dim=intermediate_dim,
-            num_layers=num_layers, dropout=dropout,
+            num_layers=num_layers, dropout=dropout, attention_dropout=attention_dropout,
+            optional=("attention_dropout",),
         )
         self.num_heads = num_heads
         self.intermediate_dim = intermediate_dim
         self.num_layers = num_layers
         self.dropout = dropout
+        self.attention_dropout = attention_dropout
         self.layer_norm_epsilon = layer_norm_epsilon
         self.encoder_layers = [
             TransformerEncoder(
                 intermediate_dim=intermediate_dim,
                 num_heads=num_heads,
                 dropout=dropout,
+                attention_dropout=attention_dropout,
                 layer_norm_epsilon=layer_norm_epsilon,
                 dtype=self.dtype_policy,
                 name=f"encoder_layer_{i}",
@@ -194,6 +202,7 @@ class AttentionPredictor(keras.Model):
                 "num_layers": self.num_layers,
                 "dropout": self.dropout,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
+                "attention_dropout": self.attention_dropout,
             }
         )
         return config

@@ -69,6 +69,10 @@ class CompressiveAbstractive(FlatMemorySummarizer):
             number of documents whose snippets are grouped apart (see
             above).
         dropout: dropout rate.
+        attention_dropout: dropout rate on the attention probabilities, or
+            None (the default, the papers' setting) for `dropout`; 0 lets
+            keras-hub's attention layers run through `keras.ops.dot_product_attention`
+            (fused cuDNN attention on a GPU).
         tie_embeddings: tie the output projection to the embedding.
         pad_id, bos_id, eos_id: special ids.
 
@@ -104,6 +108,7 @@ class CompressiveAbstractive(FlatMemorySummarizer):
         max_documents=None,
         dropout=0.1,
         tie_embeddings=True,
+        attention_dropout=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -112,7 +117,8 @@ class CompressiveAbstractive(FlatMemorySummarizer):
             intermediate_dim=intermediate_dim, num_encoder_layers=num_encoder_layers,
             num_decoder_layers=num_decoder_layers, snippets_per_group=snippets_per_group,
             compressed_length=compressed_length, max_documents=max_documents,
-            dropout=dropout, optional=("max_documents",),
+            dropout=dropout, attention_dropout=attention_dropout,
+            optional=("max_documents", "attention_dropout"),
         )
         self.snippets_per_group = snippets_per_group
         self.compressed_length = compressed_length
@@ -125,6 +131,7 @@ class CompressiveAbstractive(FlatMemorySummarizer):
             num_decoder_layers,
             dropout,
             tie_embeddings,
+            attention_dropout=attention_dropout,
         )
         self._init_flat_encoder(num_encoder_layers)
         # The learnable compression vectors [c, D] (scaled like embeddings·√D).
@@ -264,6 +271,7 @@ class CompressiveAbstractive(FlatMemorySummarizer):
                 "max_documents": self.max_documents,
                 "dropout": self.dropout,
                 "tie_embeddings": self.tie_embeddings,
+                "attention_dropout": self.attention_dropout,
             }
         )
         return config

@@ -6,9 +6,9 @@ import math
 import keras
 from keras import ops
 from keras_hub.layers import SinePositionEncoding
-from keras_hub.layers import TransformerEncoder
 
 from keras_hsum.layers.token_shift import TokenShift
+from keras_hsum.layers.transformer_encoder import TransformerEncoder
 from keras_hsum.models.copying import copy_log_probabilities
 from keras_hsum.models.copying import make_copy_layers
 from keras_hsum.models.summarizer import Summarizer
@@ -48,15 +48,19 @@ class FlatMemorySummarizer(Summarizer):
         num_decoder_layers,
         dropout,
         tie_embeddings,
+        attention_dropout=None,
     ):
         """Records the hyperparameters every subclass shares and builds
-        `self.decoder` (its token embedding is the one the encoders read)."""
+        `self.decoder` (its token embedding is the one the encoders read).
+        `attention_dropout` (None: `dropout`) is the rate on the attention
+        probabilities of the decoder and of the encoders built after it."""
         self.vocabulary_size = vocabulary_size
         self.hidden_dim = hidden_dim
         self.num_heads = num_heads
         self.intermediate_dim = intermediate_dim
         self.num_decoder_layers = num_decoder_layers
         self.dropout = dropout
+        self.attention_dropout = attention_dropout
         self.tie_embeddings = tie_embeddings
         self.decoder = TransformerSummaryDecoder(
             vocabulary_size=vocabulary_size,
@@ -65,6 +69,7 @@ class FlatMemorySummarizer(Summarizer):
             num_heads=num_heads,
             intermediate_dim=intermediate_dim,
             dropout=dropout,
+            attention_dropout=attention_dropout,
             tie_embeddings=tie_embeddings,
             dtype=self.dtype_policy,
             name="decoder",
@@ -98,6 +103,7 @@ class FlatMemorySummarizer(Summarizer):
                 intermediate_dim=self.intermediate_dim,
                 num_heads=self.num_heads,
                 dropout=self.dropout,
+                attention_dropout=self.attention_dropout,
                 layer_norm_epsilon=1e-5,
                 dtype=self.dtype_policy,
                 name=f"encoder_layer_{i}",

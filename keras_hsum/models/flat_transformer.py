@@ -32,6 +32,10 @@ class FlatTransformer(FlatMemorySummarizer):
         intermediate_dim: FFN width.
         num_encoder_layers, num_decoder_layers: depths.
         dropout: dropout rate.
+        attention_dropout: dropout rate on the attention probabilities, or
+            None (the default, the papers' setting) for `dropout`; 0 lets
+            keras-hub's attention layers run through `keras.ops.dot_product_attention`
+            (fused cuDNN attention on a GPU).
         tie_embeddings: tie the output projection to the embedding.
         pointer_generator: add the copy mechanism over the N source tokens
             (`keras_hsum.models.copying`; default False).
@@ -67,6 +71,7 @@ class FlatTransformer(FlatMemorySummarizer):
         tie_embeddings=True,
         pointer_generator=False,
         token_shift=False,
+        attention_dropout=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -74,6 +79,7 @@ class FlatTransformer(FlatMemorySummarizer):
             self.name, vocabulary_size=vocabulary_size, hidden_dim=hidden_dim, num_heads=num_heads,
             intermediate_dim=intermediate_dim, num_encoder_layers=num_encoder_layers,
             num_decoder_layers=num_decoder_layers, dropout=dropout,
+            attention_dropout=attention_dropout, optional=("attention_dropout",),
         )
         self.pointer_generator = bool(pointer_generator)
         self._init_decoder(
@@ -84,6 +90,7 @@ class FlatTransformer(FlatMemorySummarizer):
             num_decoder_layers,
             dropout,
             tie_embeddings,
+            attention_dropout=attention_dropout,
         )
         self._init_flat_encoder(num_encoder_layers, token_shift=token_shift)
 
@@ -119,6 +126,7 @@ class FlatTransformer(FlatMemorySummarizer):
                 "tie_embeddings": self.tie_embeddings,
                 "pointer_generator": self.pointer_generator,
                 "token_shift": self.token_shift,
+                "attention_dropout": self.attention_dropout,
             }
         )
         return config

@@ -4,7 +4,6 @@ import math
 
 import keras
 from keras import ops
-from keras_hub.layers import TransformerEncoder
 
 from keras_hsum.layers.global_transformer_layer import GlobalTransformerLayer
 from keras_hsum.layers.hierarchical_position_encoding import (
@@ -20,6 +19,7 @@ from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import fold_rows
 from keras_hsum.layers.masking import masked_softmax
 from keras_hsum.layers.token_shift import TokenShift
+from keras_hsum.layers.transformer_encoder import TransformerEncoder
 from keras_hsum.models.copying import make_copy_layers
 from keras_hsum.models.flat_memory_summarizer import FlatMemorySummarizer
 from keras_hsum.models.summarizer import required
@@ -64,6 +64,10 @@ class HierarchicalTransformer(FlatMemorySummarizer):
         graph_heads: optional list of global-attention head indices that
             follow the input `graph` (when one is given).
         dropout: dropout rate.
+        attention_dropout: dropout rate on the attention probabilities, or
+            None (the default, the papers' setting) for `dropout`; 0 lets
+            keras-hub's attention layers run through `keras.ops.dot_product_attention`
+            (fused cuDNN attention on a GPU).
         tie_embeddings: tie the output projection to the embedding.
         pointer_generator: add the copy mechanism over the P·T memory
             tokens (not in the paper; `keras_hsum.models.copying`; default
@@ -108,13 +112,15 @@ class HierarchicalTransformer(FlatMemorySummarizer):
         tie_embeddings=True,
         pointer_generator=False,
         token_shift=False,
+        attention_dropout=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         check_hyperparameters(
             self.name, vocabulary_size=vocabulary_size, hidden_dim=hidden_dim, num_heads=num_heads,
             intermediate_dim=intermediate_dim, num_decoder_layers=num_decoder_layers,
-            dropout=dropout,
+            dropout=dropout, attention_dropout=attention_dropout,
+            optional=("attention_dropout",),
         )
         if not isinstance(layer_schedule, str) or not layer_schedule or set(
             layer_schedule
@@ -150,6 +156,7 @@ class HierarchicalTransformer(FlatMemorySummarizer):
             num_decoder_layers,
             dropout,
             tie_embeddings,
+            attention_dropout=attention_dropout,
         )
         self.position_encoding = HierarchicalPositionEncoding(
             vocabulary_size=vocabulary_size,
@@ -181,6 +188,7 @@ class HierarchicalTransformer(FlatMemorySummarizer):
                     intermediate_dim=intermediate_dim,
                     num_heads=num_heads,
                     dropout=dropout,
+                    attention_dropout=attention_dropout,
                     layer_norm_epsilon=1e-5,
                     dtype=self.dtype_policy,
                     name=f"local_layer_{i}",
@@ -191,6 +199,7 @@ class HierarchicalTransformer(FlatMemorySummarizer):
                     intermediate_dim=intermediate_dim,
                     graph_heads=graph_heads,
                     dropout=dropout,
+                    attention_dropout=attention_dropout,
                     layer_norm_epsilon=1e-5,
                     dtype=self.dtype_policy,
                     name=f"global_layer_{i}",
@@ -318,6 +327,7 @@ class HierarchicalTransformer(FlatMemorySummarizer):
                 "tie_embeddings": self.tie_embeddings,
                 "pointer_generator": self.pointer_generator,
                 "token_shift": self.token_shift,
+                "attention_dropout": self.attention_dropout,
             }
         )
         return config

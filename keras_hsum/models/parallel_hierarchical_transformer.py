@@ -6,7 +6,6 @@ import keras
 from keras import ops
 from keras_hub.layers import ReversibleEmbedding
 from keras_hub.layers import SinePositionEncoding
-from keras_hub.layers import TransformerEncoder
 
 from keras_hsum.features import DECODER_TOKENS
 from keras_hsum.features import PARAGRAPH_ATTENTION
@@ -16,6 +15,7 @@ from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.multi_head_pooling import MultiHeadPooling
 from keras_hsum.layers.pht_decoder_layer import PHTDecoderLayer
 from keras_hsum.layers.token_shift import TokenShift
+from keras_hsum.layers.transformer_encoder import TransformerEncoder
 from keras_hsum.models.copying import copy_log_probabilities
 from keras_hsum.models.copying import make_copy_layers
 from keras_hsum.models.summarizer import Summarizer
@@ -87,6 +87,10 @@ class ParallelHierarchicalTransformer(Summarizer):
         num_paragraph_layers: optional paragraph-level encoder layers over Φ
             (default 0, as in the paper).
         dropout: dropout rate everywhere (paper: 0.3).
+        attention_dropout: dropout rate on the attention probabilities, or
+            None (the default, the papers' setting) for `dropout`; 0 lets
+            keras-hub's attention layers run through `keras.ops.dot_product_attention`
+            (fused cuDNN attention on a GPU).
         tie_embeddings: tie the output projection to the embedding.
         layer_norm_epsilon: LayerNorm epsilon.
         pointer_generator: add the copy mechanism (default False, as in the
@@ -136,6 +140,7 @@ class ParallelHierarchicalTransformer(Summarizer):
         layer_norm_epsilon=1e-5,
         pointer_generator=False,
         token_shift=False,
+        attention_dropout=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -143,7 +148,8 @@ class ParallelHierarchicalTransformer(Summarizer):
             self.name, vocabulary_size=vocabulary_size, hidden_dim=hidden_dim, num_heads=num_heads,
             intermediate_dim=intermediate_dim, num_encoder_layers=num_encoder_layers,
             num_decoder_layers=num_decoder_layers, num_paragraph_layers=num_paragraph_layers,
-            dropout=dropout,
+            dropout=dropout, attention_dropout=attention_dropout,
+            optional=("attention_dropout",),
         )
         if hidden_dim % num_heads:
             raise ValueError(
@@ -159,6 +165,7 @@ class ParallelHierarchicalTransformer(Summarizer):
         self.num_decoder_layers = num_decoder_layers
         self.num_paragraph_layers = num_paragraph_layers
         self.dropout = dropout
+        self.attention_dropout = attention_dropout
         self.tie_embeddings = tie_embeddings
         self.layer_norm_epsilon = layer_norm_epsilon
         self.pointer_generator = bool(pointer_generator)
@@ -198,6 +205,7 @@ class ParallelHierarchicalTransformer(Summarizer):
                 intermediate_dim=intermediate_dim,
                 num_heads=num_heads,
                 dropout=dropout,
+                attention_dropout=attention_dropout,
                 layer_norm_epsilon=layer_norm_epsilon,
                 dtype=policy,
                 name=f"word_encoder_layer_{i}",
@@ -210,6 +218,7 @@ class ParallelHierarchicalTransformer(Summarizer):
             feedforward=True,
             intermediate_dim=intermediate_dim,
             dropout=dropout,
+            attention_dropout=attention_dropout,
             layer_norm_epsilon=layer_norm_epsilon,
             dtype=policy,
             name="pooling",
@@ -219,6 +228,7 @@ class ParallelHierarchicalTransformer(Summarizer):
                 intermediate_dim=intermediate_dim,
                 num_heads=num_heads,
                 dropout=dropout,
+                attention_dropout=attention_dropout,
                 layer_norm_epsilon=layer_norm_epsilon,
                 dtype=policy,
                 name=f"paragraph_encoder_layer_{i}",
@@ -231,6 +241,7 @@ class ParallelHierarchicalTransformer(Summarizer):
                 intermediate_dim=intermediate_dim,
                 num_heads=num_heads,
                 dropout=dropout,
+                attention_dropout=attention_dropout,
                 layer_norm_epsilon=layer_norm_epsilon,
                 dtype=policy,
                 name=f"decoder_layer_{i}",
@@ -477,6 +488,7 @@ class ParallelHierarchicalTransformer(Summarizer):
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "pointer_generator": self.pointer_generator,
                 "token_shift": self.token_shift,
+                "attention_dropout": self.attention_dropout,
             }
         )
         return config

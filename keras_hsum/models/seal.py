@@ -116,6 +116,10 @@ class ExtractiveAbstractive(FlatMemorySummarizer):
             (multi-document input); None ignores `document_ids`.
         extractive_loss_weight: w, the weight of L_ext.
         dropout: dropout rate.
+        attention_dropout: dropout rate on the attention probabilities, or
+            None (the default, the papers' setting) for `dropout`; 0 lets
+            keras-hub's attention layers run through `keras.ops.dot_product_attention`
+            (fused cuDNN attention on a GPU).
         tie_embeddings: tie the output projection to the embedding.
         pad_id, bos_id, eos_id: special ids.
 
@@ -156,6 +160,7 @@ class ExtractiveAbstractive(FlatMemorySummarizer):
         extractive_loss_weight=1.0,
         dropout=0.1,
         tie_embeddings=True,
+        attention_dropout=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -164,6 +169,7 @@ class ExtractiveAbstractive(FlatMemorySummarizer):
             intermediate_dim=intermediate_dim, num_encoder_layers=num_encoder_layers,
             num_scorer_layers=num_scorer_layers, num_decoder_layers=num_decoder_layers,
             extract_length=extract_length, dropout=dropout,
+            attention_dropout=attention_dropout, optional=("attention_dropout",),
         )
         if not isinstance(extract_length, int) or extract_length < 1:
             raise ValueError(
@@ -182,6 +188,7 @@ class ExtractiveAbstractive(FlatMemorySummarizer):
             num_decoder_layers,
             dropout,
             tie_embeddings,
+            attention_dropout=attention_dropout,
         )
         self._init_flat_encoder(num_encoder_layers)
         self.scorer = SnippetScorer(
@@ -190,6 +197,7 @@ class ExtractiveAbstractive(FlatMemorySummarizer):
             intermediate_dim=intermediate_dim,
             max_documents=max_documents,
             dropout=dropout,
+            attention_dropout=attention_dropout,
             dtype=self.dtype_policy,
             name="scorer",
         )
@@ -336,6 +344,7 @@ class ExtractiveAbstractive(FlatMemorySummarizer):
                 "extractive_loss_weight": self.extractive_loss_weight,
                 "dropout": self.dropout,
                 "tie_embeddings": self.tie_embeddings,
+                "attention_dropout": self.attention_dropout,
             }
         )
         return config

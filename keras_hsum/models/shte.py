@@ -66,6 +66,8 @@ class SHTE(keras.Model):
             (one head's attention scores the sentences).
         dropout: dropout rate of the encoder blocks and the classifier's
             hidden layer (the paper reports none).
+        attention_dropout: dropout rate on the encoder blocks' attention
+            and pooling weights, or None (the default) for `dropout`.
         pad_id: the padding token id; tokens equal to it are masked when no
             token mask is given.
 
@@ -116,6 +118,7 @@ class SHTE(keras.Model):
         score_head=None,
         dropout=0.0,
         pad_id=0,
+        attention_dropout=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -124,7 +127,8 @@ class SHTE(keras.Model):
             intermediate_dim=intermediate_dim, sentence_intermediate_dim=sentence_intermediate_dim,
             num_word_layers=num_word_layers, num_sentence_layers=num_sentence_layers,
             classifier_hidden_dim=classifier_hidden_dim, dropout=dropout,
-            optional=("sentence_intermediate_dim",),
+            attention_dropout=attention_dropout,
+            optional=("sentence_intermediate_dim", "attention_dropout"),
         )
         if position_encoding not in POSITION_ENCODINGS:
             raise ValueError(
@@ -157,6 +161,7 @@ class SHTE(keras.Model):
         self.pooling = pooling
         self.score_head = score_head
         self.dropout = dropout
+        self.attention_dropout = attention_dropout
         self.pad_id = pad_id
 
         self.token_embedding = keras.layers.Embedding(
@@ -174,6 +179,7 @@ class SHTE(keras.Model):
             position_encoding=position_encoding,
             pooling=pooling,
             dropout=dropout,
+            attention_dropout=attention_dropout,
             dtype=self.dtype_policy,
             name="encoder",
         )
@@ -333,6 +339,7 @@ class SHTE(keras.Model):
                 "score_head": self.score_head,
                 "dropout": self.dropout,
                 "pad_id": self.pad_id,
+                "attention_dropout": self.attention_dropout,
             }
         )
         return config

@@ -10,12 +10,12 @@ import keras
 from keras import ops
 from keras_hub.layers import ReversibleEmbedding
 from keras_hub.layers import SinePositionEncoding
-from keras_hub.layers import TransformerDecoder
 
 from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import fold_rows
 from keras_hsum.layers.masking import unfold_rows
+from keras_hsum.layers.transformer_decoder import TransformerDecoder
 
 
 def decoder_cross_attention_caches(decoder_layers, memory):
@@ -169,6 +169,9 @@ class TransformerSummaryDecoder(keras.layers.Layer):
         num_heads: H.
         intermediate_dim: FFN width.
         dropout: dropout rate (embeddings, attention, residuals).
+        attention_dropout: dropout rate on the attention probabilities, or
+            None (the default) for `dropout`; 0 lets the attentions run
+            through `keras.ops.dot_product_attention` (fused on a GPU).
         tie_embeddings: share the output projection with the embedding.
         layer_norm_epsilon: LayerNorm epsilon.
 
@@ -193,13 +196,15 @@ class TransformerSummaryDecoder(keras.layers.Layer):
         dropout=0.0,
         tie_embeddings=True,
         layer_norm_epsilon=1e-5,
+        attention_dropout=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         check_hyperparameters(
             self.name, vocabulary_size=vocabulary_size, hidden_dim=hidden_dim,
             num_decoder_layers=num_layers, num_heads=num_heads, intermediate_dim=intermediate_dim,
-            dropout=dropout,
+            dropout=dropout, attention_dropout=attention_dropout,
+            optional=("attention_dropout",),
         )
         if hidden_dim % num_heads:
             raise ValueError(
@@ -212,6 +217,7 @@ class TransformerSummaryDecoder(keras.layers.Layer):
         self.num_heads = num_heads
         self.intermediate_dim = intermediate_dim
         self.dropout = dropout
+        self.attention_dropout = attention_dropout
         self.tie_embeddings = tie_embeddings
         self.layer_norm_epsilon = layer_norm_epsilon
         self.head_dim = hidden_dim // num_heads
@@ -236,6 +242,7 @@ class TransformerSummaryDecoder(keras.layers.Layer):
                 intermediate_dim=intermediate_dim,
                 num_heads=num_heads,
                 dropout=dropout,
+                attention_dropout=attention_dropout,
                 layer_norm_epsilon=layer_norm_epsilon,
                 dtype=self.dtype_policy,
                 name=f"decoder_layer_{i}",
@@ -362,6 +369,7 @@ class TransformerSummaryDecoder(keras.layers.Layer):
                 "dropout": self.dropout,
                 "tie_embeddings": self.tie_embeddings,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
+                "attention_dropout": self.attention_dropout,
             }
         )
         return config
