@@ -16,6 +16,11 @@ from keras_hsum.layers import PHTDecoderLayer
 
 B, S, P, T, D, H = 2, 3, 4, 5, 8, 2
 
+# Under JAX each file's first layer call compiles every eager op (3.5-5 s of
+# CPU, ~15 s for these files in all): the JAX pass runs them in the slow set;
+# the default TensorFlow pass runs them (< 0.5 s each).
+pytestmark = pytest.mark.jax_slow
+
 
 def cross_attention_inputs(seed=0):
     """Example 0: paragraph 2 kept by `paragraph_mask` but without a real

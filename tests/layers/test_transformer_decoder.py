@@ -4,12 +4,18 @@ dropout (self- and cross-attention)."""
 import keras
 import keras_hub
 import numpy as np
+import pytest
 from layer_test_case import to_numpy
 from test_transformer_encoder import count_dot_product_attention
 
 from keras_hsum.layers.transformer_decoder import TransformerDecoder
 
 B, S, M, D, H, F = 2, 4, 5, 8, 2, 16
+
+# Under JAX each file's first layer call compiles every eager op (3.5-5 s of
+# CPU, ~15 s for these files in all): the JAX pass runs them in the slow set;
+# the default TensorFlow pass runs them (< 0.5 s each).
+pytestmark = pytest.mark.jax_slow
 
 
 def make_inputs(seed=0):

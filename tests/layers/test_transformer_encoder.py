@@ -12,6 +12,11 @@ from keras_hsum.layers.transformer_encoder import TransformerEncoder
 
 B, T, D, H, F = 2, 5, 8, 2, 16
 
+# Under JAX each file's first layer call compiles every eager op (3.5-5 s of
+# CPU, ~15 s for these files in all): the JAX pass runs them in the slow set;
+# the default TensorFlow pass runs them (< 0.5 s each).
+pytestmark = pytest.mark.jax_slow
+
 
 def make_inputs(seed=0):
     rng = np.random.default_rng(seed)
