@@ -14,10 +14,10 @@ at every iteration: once per N tokens instead of once per token.
 Algorithm (the tensor2tensor / tf-models beam search, generalised to terms):
 at position i every alive beam (log-prob s_k) proposes s_k + log p(v) for
 every token v, after the terms have blocked tokens (`NEG_INF`). The best
-2·K of the K·V' candidates are kept (the best 2·K of each beam first, then
-the best 2·K of those: `top_candidates`, the same candidates in the same
-order as one top-k over K·V'); those ending in EOS (or reaching
-`max_length`) are scored, `score = s / Π length_penalty(|y|) + Σ bonus(y)`,
+2·K of the K·V' candidates are kept (the best 2·K of each beam by a top-k,
+then ranked among themselves by counting: `ranked_candidates`, the same
+candidates in the same order as one top-k over K·V'); those ending in EOS
+(or reaching `max_length`) are scored, `score = s / Π length_penalty(|y|) + Σ bonus(y)`,
 and merged into the *finished* pool (best K by score); the best K others
 become the new *alive* pool (ranked by log-prob). The loop stops at
 `max_length`, or once, for every example, the finished pool is full and its
@@ -42,14 +42,15 @@ every alive beam has ended and no candidate may finish.
 What the loop carries (issue 57: few kernels per token on an accelerator):
 no hypothesis is copied whole. Each position writes one column of a
 history: each candidate's and each new alive beam's (parent beam, token),
-each candidate's score (`NEG_INF` unless it finished) and log-prob, and the
-step's aux of each alive beam; only the alive log-probs, the terms' states
+each candidate's rank, score (`NEG_INF` unless it finished) and log-prob,
+and the step's aux of each alive beam; only the alive log-probs, the terms' states
 and the model's state are reordered, and the alive tokens as a [B,K,L]
 buffer only for terms that read them (`ScoreTerm.reads_sequences`, e.g.
 n-gram blocking). After the loop the finished pool is the best K of the K
 empty slots it starts with followed by every finished candidate in the
-order they arrived, by score (one top-k: equal scores keep the earlier,
-which is what merging each position's candidates into a pool of K keeps),
+order they arrived (position, then rank), by score (one top-k: equal scores
+keep the earlier, which is what merging each position's candidates into a
+pool of K keeps),
 and its tokens and aux are read back through the parent pointers
 (`backtrack`, pointer doubling: ⌈log2 L⌉ gathers). The condition finds the
 pool's worst score by a top-k over the finished scores so far.
@@ -68,6 +69,7 @@ exhausted, e.g. every token blocked).
 import numbers
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_hsum.checks import check_int
@@ -134,47 +136,74 @@ def gather_beams(x, parents):
     return ops.reshape(picked, (batch, -1) + tuple(ops.shape(x)[2:]))
 
 
-def top_candidates(totals, count, beam_size=None):
-    """The `count` best of the K·V' candidates of each example, in the order
-    of one `top_k` over the flattened [B, K·V'] scores.
+def ranked_candidates(totals, count, beam_size=None):
+    """Each beam's best `count` candidates, and the rank of each among all
+    of them in the order of one `top_k` over the flattened [B, K·V'] scores.
 
     A top-k over K·V' elements in one row is the slowest kernel of a decode
-    step on a GPU, so when V' > `count` this takes the best `count` of each
-    beam first ([B,K,V'] → [B,K,C]) and then the best `count` of those K·C.
-    Both give the same candidates in the same order: a candidate among the
-    best C of all K·V' is among the best C of its own beam (fewer than C
-    candidates precede it there), and both stages order equal scores by the
-    lower index (`top_k` puts the lower index first among equals in every
-    backend), which within a beam is the lower token id and across beams the
-    lower beam, as in the flat order k·V' + v.
+    step on a GPU, so this takes the best C' = min(`count`, V') of each beam
+    ([B,K,V'] → [B,K,C'], one top-k of rows of V') and ranks those K·C' by
+    counting, for each, the candidates ahead of it: a higher score, or an
+    equal score and a lower index in the order k·C' + j. The best `count`
+    of all K·V' are among them (one of them has fewer than `count`
+    candidates ahead of it, so fewer in its own beam), and their ranks are
+    their places in the flat top-k's order: `top_k` puts the lower index
+    first among equals in every backend, which within a beam is the lower
+    token id and across beams the lower beam, as in the flat order k·V' + v.
 
     Args:
         totals: float32 [B,K,V'], the candidates' summed log-probabilities.
-        count: C (a Python int).
+        count: C (a Python int); V' must be >= C where it is not static.
         beam_size: K (a Python int) where the static shape of `totals`
             may not hold it (a graph traced with unknown dimensions, e.g.
             an exported model's search); None reads it from `totals`.
 
     Returns:
-        `(values float32 [B,C], parents int32 [B,C], tokens int32 [B,C])`:
-        best first, `parents` the beam k and `tokens` the id v of each.
+        `(values float32 [B,K·C'], tokens int32 [B,K·C'], ranks int32
+        [B,K·C'], C')`: candidate k·C' + j is beam k's j-th best (its
+        parent is its index // C'); ranks are a permutation of 0..K·C' - 1.
     """
     beams = totals.shape[1] if beam_size is None else beam_size
     vocabulary = totals.shape[-1]
-    if vocabulary is None or vocabulary <= count:  # no smaller top-k to take first
-        vocabulary = ops.shape(totals)[-1]
-        values, flat_ids = ops.top_k(ops.reshape(totals, (-1, beams * vocabulary)), count)
-        flat_ids = ops.cast(flat_ids, "int32")
-        return values, flat_ids // vocabulary, flat_ids % vocabulary
-    values, tokens = ops.top_k(totals, count)  # [B,K,C], best first in each beam
-    tokens = ops.cast(tokens, "int32")
-    if beams == 1:
-        return values[:, 0], ops.zeros_like(tokens[:, 0]), tokens[:, 0]
-    values, picked = ops.top_k(ops.reshape(values, (-1, beams * count)), count)
-    picked = ops.cast(picked, "int32")
-    tokens = ops.take_along_axis(ops.reshape(tokens, (-1, beams * count)), picked, axis=1)
-    return values, picked // count, tokens
+    width = count if vocabulary is None else min(count, int(vocabulary))
+    values, tokens = ops.top_k(totals, width)  # [B,K,C'], best first in each beam
+    values = ops.reshape(values, (-1, beams * width))
+    tokens = ops.reshape(ops.cast(tokens, "int32"), (-1, beams * width))
+    order = np.arange(beams * width)
+    earlier = ops.convert_to_tensor(order[:, None] < order[None, :])  # a constant
+    ahead = ops.logical_or(  # [B, other, candidate]: other is ahead of candidate
+        values[:, :, None] > values[:, None, :],
+        ops.logical_and(values[:, :, None] == values[:, None, :], earlier))
+    ranks = ops.cast(ops.sum(ops.cast(ahead, "float32"), axis=1), "int32")
+    return values, tokens, ranks, width
 
+
+def _holding_rank(ranks, slots):
+    """int32 [B,...,S]: the index of the candidate whose rank is each of
+    `slots` (ranks [B,...,N], a permutation of 0..N-1; slots int32 [S])."""
+    match = ops.equal(ranks[..., None, :], slots[:, None])  # [B,...,S,N]
+    order = ops.arange(ops.shape(ranks)[-1], dtype="int32")
+    return ops.sum(ops.where(match, order, 0), axis=-1)
+
+
+def top_candidates(totals, count, beam_size=None):
+    """The `count` best of the K·V' candidates of each example, in the order
+    of one `top_k` over the flattened [B, K·V'] scores (`ranked_candidates`
+    placed by rank).
+
+    Args:
+        totals: float32 [B,K,V'].
+        count: C (a Python int).
+        beam_size: K, as in `ranked_candidates`.
+
+    Returns:
+        `(values float32 [B,C], parents int32 [B,C], tokens int32 [B,C])`:
+        best first, `parents` the beam k and `tokens` the id v of each.
+    """
+    values, tokens, ranks, width = ranked_candidates(totals, count, beam_size)
+    picked = _holding_rank(ranks, ops.arange(count, dtype="int32"))  # [B,C]
+    return (ops.take_along_axis(values, picked, axis=1), picked // width,
+            ops.take_along_axis(tokens, picked, axis=1))
 
 def _write(buffer, index, values):
     """buffer [B,N,L,...] with position `index` set to values [B,N,...]."""
@@ -385,7 +414,11 @@ def search(
         return ops.zeros(shape, value.dtype)
 
     C = num_candidates
-    R = C + K  # rows of a paths column: the C candidates, then the K alive beams
+    # W: each beam's candidates (`ranked_candidates`; 1 when sampling)
+    width = 1 if sampling is not None else (
+        C if vocabulary is None else min(C, int(vocabulary)))
+    N = K * width  # candidates per position
+    R = N + K  # rows of a paths column: the N candidates, then the K alive beams
     # The alive beams' tokens are kept as a [B,K,L] buffer, reordered every
     # step, only for terms that read `StepContext.sequences`.
     # (A tuple of it or of nothing: loops carry no None.)
@@ -413,13 +446,14 @@ def search(
     )
     term_states = tuple(tuple(t.initial_state(batch_size, K)) for t in terms)
     # The history (written one column per position, never reordered):
-    # paths[b, i, r] = (parent beam at i - 1, token) of candidate r < C of
-    # position i and of alive beam r - C after it; outcomes[b, i, r] =
-    # (score if candidate r finished there else NEG_INF, its log-prob);
-    # aux_history[b, i, k] = the step aux of the beam k that position i extended.
+    # paths[b, i, r] = (parent beam at i - 1, token, rank) of candidate
+    # r < N of position i and (parent, token, 0) of alive beam r - N after
+    # it; outcomes[b, i, r] = (score if candidate r finished there else
+    # NEG_INF, its log-prob); aux_history[b, i, k] = the step aux of the
+    # beam k that position i extended.
     history = (
-        ops.zeros((batch_size, L + 1, R, 2), "int32"),
-        ops.full((batch_size, L + 1, C, 2), NEG_INF, "float32"),  # none finished yet
+        ops.zeros((batch_size, L + 1, R, 3), "int32"),
+        ops.full((batch_size, L + 1, N, 2), NEG_INF, "float32"),  # none finished yet
         tuple(history_buffer(v, K) for v in aux_values),
     )
 
@@ -449,14 +483,15 @@ def search(
             log_probs <= DEAD, (alive_log_probs <= DEAD)[:, :, None]
         )
         totals = ops.where(dead, NEG_INF, totals)
-        if sampling is None:
-            values, parents, tokens = top_candidates(totals, num_candidates, K)  # [B,C]
-        else:  # each sample k extends itself: C = K, parent k
+        if sampling is None:  # each beam's best W = min(C, V'), ranked: [B,K·W]
+            values, tokens, ranks, _ = ranked_candidates(totals, num_candidates, K)
+        else:  # each sample k extends itself: C = K, parent k, in the order k
             step_uniforms = ops.take(uniforms, index, axis=2)  # [B,K]
             tokens = sampling.draw(log_probs, step_uniforms)
             values = ops.take_along_axis(totals, tokens[:, :, None], axis=-1)[:, :, 0]
-            parents = ops.zeros_like(tokens) + ops.arange(K, dtype="int32")[None, :]
-        valid = values > DEAD
+            ranks = ops.zeros_like(tokens) + ops.arange(K, dtype="int32")[None, :]
+        parents = ops.convert_to_tensor(np.arange(N, dtype="int32") // width)  # [N], a constant
+        valid = ops.logical_and(values > DEAD, ranks < num_candidates)  # among the best C
         ends = ops.logical_or(ops.equal(tokens, eos_id), ops.equal(index, L - 1))
         finishing = ops.logical_and(ops.logical_and(valid, ends), may_finish)
 
@@ -464,7 +499,7 @@ def search(
         alive_values = ops.where(ops.logical_and(valid, ops.logical_not(ends)), values, NEG_INF)
         new_alive_log_probs, chosen = ops.top_k(alive_values, K)
         chosen = ops.cast(chosen, "int32")
-        beam_rows = gather_beams(parents, chosen)  # [B,K] parent beam
+        beam_rows = chosen // width  # [B,K] parent beam
         alive_tokens = gather_beams(tokens, chosen)
         alive_seq = tuple(_write(gather_beams(seq, beam_rows), index, alive_tokens)
                           for seq in alive_seq)
@@ -481,15 +516,15 @@ def search(
 
         # finished candidates: their scores, kept in the history's column
         cand_terms = tuple(
-            tuple(gather_beams(s, parents) for s in states) for states in new_term_states
+            tuple(ops.repeat(s, width, axis=1) for s in states) for states in new_term_states
         )
         lengths = ops.full(ops.shape(values), index + 1, "int32")
         scores = _finished_scores(terms, values, lengths, cand_terms)
         scores = ops.where(finishing, scores, NEG_INF)
         path_column = ops.concatenate([
-            ops.stack([parents, tokens], axis=-1),
-            ops.stack([beam_rows, alive_tokens], axis=-1),
-        ], axis=1)  # [B,R,2]
+            ops.stack([parents + ops.zeros_like(tokens), tokens, ranks], axis=-1),
+            ops.stack([beam_rows, alive_tokens, ops.zeros_like(beam_rows)], axis=-1),
+        ], axis=1)  # [B,R,3]
         new_history = (
             ops.slice_update(paths, (0, column, 0, 0), path_column[:, None]),
             ops.slice_update(outcomes, (0, column, 0, 0),
@@ -514,7 +549,7 @@ def search(
     def finished_scores(outcomes):
         """float32 [B, L·C]: every candidate's score (NEG_INF: not finished),
         in the order they arrived (position, then candidate)."""
-        return ops.reshape(outcomes[:, :L, :, 0], (batch_size, L * C))
+        return ops.reshape(outcomes[:, :L, :, 0], (-1, L * N))
 
     def keep_going(index, alive, history, leaves):
         more = ops.less(index, L)
@@ -545,7 +580,7 @@ def search(
         alive, history, leaves = carry
         position = ops.minimum(index, L - 1)
         # the tokens the alive beams took at position - 1
-        ids = ops.reshape(ops.take(history[0], position - 1, axis=1)[:, C:, 1], (-1,))
+        ids = ops.reshape(ops.take(history[0], position - 1, axis=1)[:, N:, 1], (-1,))
         logits, leaves, aux = call_step(ids, position, leaves)
         _, values = _flatten_aux(aux)
         return advance(index, alive, history, logits, leaves, values)
@@ -569,19 +604,30 @@ def search(
     _, (paths, outcomes, aux_history), _ = carry
 
     # The finished pool: the best K of the K empty slots it starts with and
-    # every finished candidate in the order they arrived; among equal scores
-    # the earlier comes first, as merging the candidates of each position
-    # into a pool of K (a top-k over the pool, then them) keeps it.
+    # every finished candidate in the order they arrived (position, then
+    # rank); among equal scores the earlier comes first, as merging the
+    # candidates of each position into a pool of K (a top-k over the pool,
+    # then them) keeps it. Slot s of a position holds its candidate of rank s.
+    ranks = paths[:, :L, :N, 2]  # [B,L,N]
+    slots = ops.arange(C, dtype="int32")
+    by_rank = ops.max(ops.where(
+        ops.equal(ranks[:, :, None, :], slots[:, None]),
+        outcomes[:, :L, None, :, 0], NEG_INF), axis=-1)  # [B,L,C]
     empty = ops.full((batch_size, K), NEG_INF, "float32")
     fin_scores, picked = ops.top_k(
-        ops.concatenate([empty, finished_scores(outcomes)], axis=1), K)
+        ops.concatenate([empty, ops.reshape(by_rank, (-1, L * C))], axis=1), K)
     picked = ops.cast(picked, "int32") - K
     filled = picked >= 0
     picked = ops.maximum(picked, 0)
-    ends, candidates = picked // C, picked % C  # [B,K] position, candidate
+    ends = picked // C  # [B,K] position
+    rank_rows = _history_at(  # [B,K,N]: the ranks of the candidates of those positions
+        ranks, ends[:, :, None] + ops.zeros((1, 1, N), "int32"),
+        ops.arange(N, dtype="int32") + ops.zeros_like(ends)[:, :, None])
+    candidates = ops.sum(ops.where(ops.equal(rank_rows, (picked % C)[:, :, None]),
+                                   ops.arange(N, dtype="int32"), 0), axis=-1)  # [B,K]
     fin_log_probs = ops.where(filled, _history_at(outcomes, ends, candidates)[..., 1], NEG_INF)
     fin_lengths = ops.where(filled, ends + 1, 0)
-    fin_seq, fin_parents = backtrack(paths, ends, candidates, filled, C, pad_id)
+    fin_seq, fin_parents = backtrack(paths[..., :2], ends, candidates, filled, N, pad_id)
     fin_aux = tuple(
         ops.where(
             ops.reshape(fin_parents >= 0, ops.shape(fin_parents) + (1,) * (len(buf.shape) - 3)),
