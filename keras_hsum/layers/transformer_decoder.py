@@ -21,9 +21,11 @@ class TransformerDecoder(HubTransformerDecoder):
 
     With `attention_dropout=0` the residual dropouts still act and both
     attentions run through `keras.ops.dot_product_attention` (cuDNN flash
-    attention on a GPU). The rate is set on keras-hub's attention sublayers
-    after its `build` (see `TransformerEncoder` in this package for why):
-    same sublayers, names and weights, so keras-hub models' weights load.
+    attention on a GPU; a query with an empty memory then gets uniform
+    instead of zero weights, see `TransformerEncoder`). The rate is set on
+    keras-hub's attention sublayers after its `build` (see
+    `TransformerEncoder` in this package for why): same sublayers, names
+    and weights, so keras-hub models' weights load.
 
     Args:
         intermediate_dim: the feed-forward network's hidden width.

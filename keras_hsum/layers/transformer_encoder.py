@@ -39,7 +39,12 @@ class TransformerEncoder(HubTransformerEncoder):
     With `attention_dropout=0` the residual and feed-forward dropouts still
     act, and Keras' `MultiHeadAttention` computes the attention with
     `keras.ops.dot_product_attention`, which takes cuDNN flash attention on a
-    GPU (it does so only when its attention dropout is 0).
+    GPU (it does so only when its attention dropout is 0). The two paths
+    agree up to float rounding except on a query without any key to attend
+    (a fully padded row): Keras' written-out softmax gives it zero weights,
+    `dot_product_attention` uniform ones over the padding. The summarizers
+    never read such rows (a fully padded paragraph is masked everywhere
+    downstream).
 
     Why a subclass that sets the rate after `build`: keras-hub's `build`
     makes the `MultiHeadAttention` with `dropout=self.dropout`, and copying
