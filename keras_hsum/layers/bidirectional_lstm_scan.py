@@ -94,25 +94,112 @@ def bidirectional_lstm_scan(bidirectional, inputs, mask, backward_inputs=None,
         [ops.cast(cell.recurrent_kernel, dtype) for cell in cells]
     )  # [2,D,4D]
     biases = ops.stack([ops.cast(cell.bias, dtype) for cell in cells])[:, None, :]  # [2,1,4D]
-    def step(carry, step_input):
-        h, c = carry  # [2,B,D] each
-        z, keep = step_input  # [2,B,4D], bool [2,B,D]
-        # Keras' order: x W, + h U, + b.
-        z = ops.add(ops.add(z, ops.matmul(h, recurrent_kernels)), biases)
-        new_h, new_c = lstm_gates(z, c, cells[0])
-        output = ops.where(keep, new_h, ops.zeros_like(new_h))
-        h = ops.where(keep, new_h, h)
-        c = ops.where(keep, new_c, c)
-        # Keras' TensorFlow `scan` wants per-step outputs shaped as the carry.
-        return (h, c), (output, c)
-
-    batch = ops.shape(inputs)[0]
-    zeros = ops.zeros((2, batch, units), dtype)
-    (h, c), (outputs, _) = ops.scan(step, (zeros, zeros), (step_inputs, step_masks))
+    outputs, h, c = _masked_lstm_loop(step_inputs, step_masks, recurrent_kernels, biases)
     # outputs [T,2,B,D]: direction 1's in reading order (input step T-1-t).
     forward = ops.transpose(outputs[:, 0], (1, 0, 2))
     backward = ops.flip(ops.transpose(outputs[:, 1], (1, 0, 2)), axis=1)
     return forward, backward, (h[0], c[0], h[1], c[1])
+
+
+def _masked_lstm_loop(step_inputs, keep, recurrent_kernels, biases):
+    """Stacked masked LSTMs from zero state, with a gradient written out.
+
+    Args:
+        step_inputs: [T,N,B,4D], x_t W of N stacked LSTMs at each step.
+        keep: bool [T,N,B,D], the steps each reads (others keep the state
+            and output zeros).
+        recurrent_kernels: [N,D,4D], U of each.
+        biases: [N,1,4D], b of each.
+
+    Returns:
+        `(outputs [T,N,B,D], h [N,B,D], c [N,B,D])`.
+
+    The gradient is the LSTM's, by hand: left to automatic differentiation,
+    each step of the loop saves a dozen values (the gates one by one, and
+    some twice), each one more kernel per step on a GPU, and accumulates
+    dU with a matmul per step. Here the forward loop keeps h, c, σ(z) and
+    tanh(g) per step, the backward loop does one matmul dz U^T per step,
+    and dU = Σ_t h_(t-1)^T dz_t and db = Σ dz are one reduction each after
+    it. Needs sigmoid gates and tanh (checked by the caller).
+    """
+    units = recurrent_kernels.shape[1]
+
+    def gate_slices(gates):
+        return (gates[..., :units], gates[..., units:2 * units], gates[..., 3 * units:])
+
+    @ops.custom_gradient
+    def loop(step_inputs, recurrent_kernels, biases):
+        zeros = ops.zeros_like(step_inputs[0, ..., :units])  # [N,B,D]
+
+        def step(carry, step_input):
+            h, c = carry[:2]
+            z, keep_t = step_input
+            # Keras' order: x W, + h U, + b.
+            z = ops.add(ops.add(z, ops.matmul(h, recurrent_kernels)), biases)
+            gates = ops.sigmoid(z)  # g's sigmoid is unused
+            g = ops.tanh(z[..., 2 * units:3 * units])
+            i, f, o = gate_slices(gates)
+            new_c = f * c + i * g
+            new_h = o * ops.tanh(new_c)
+            output = ops.where(keep_t, new_h, ops.zeros_like(new_h))
+            carry = (ops.where(keep_t, new_h, h), ops.where(keep_t, new_c, c), output, gates, g)
+            # Keras' TensorFlow `scan` wants per-step outputs shaped as the carry.
+            return carry, carry
+
+        initial = (zeros, zeros, zeros, ops.zeros_like(step_inputs[0]), zeros)
+        _, (hs, cs, outputs, gates, gs) = ops.scan(step, initial, (step_inputs, keep))
+
+        def gradient(*upstream):
+            # JAX passes the outputs' cotangents as one tuple, TensorFlow one by one.
+            if len(upstream) == 1:
+                upstream = upstream[0]
+            d_outputs, d_h, d_c = (
+                ops.zeros_like(value) if grad is None else grad
+                for grad, value in zip(upstream, (outputs, hs[-1], cs[-1]))
+            )
+            previous_h = ops.concatenate([zeros[None], hs[:-1]], axis=0)
+            previous_c = ops.concatenate([zeros[None], cs[:-1]], axis=0)
+            transposed = ops.transpose(recurrent_kernels, (0, 2, 1))
+
+            def backward_step(carry, step_input):
+                dh, dc = carry[:2]  # of the state after the step
+                d_output, keep_t, gates_t, g, c_before, c_after = step_input
+                i, f, o = gate_slices(gates_t)
+                # Through the step only where it was read; elsewhere the
+                # state passed through unchanged.
+                dh_step = ops.where(keep_t, dh + d_output, ops.zeros_like(dh))
+                tanh_c = ops.tanh(c_after)  # the step's new c where it was read
+                dc_step = ops.where(keep_t, dc, ops.zeros_like(dc)) + dh_step * o * (
+                    1.0 - tanh_c * tanh_c
+                )
+                dz = ops.concatenate(
+                    [
+                        dc_step * g * i * (1.0 - i),
+                        dc_step * c_before * f * (1.0 - f),
+                        dc_step * i * (1.0 - g * g),
+                        dh_step * tanh_c * o * (1.0 - o),
+                    ],
+                    axis=-1,
+                )
+                passed = ops.logical_not(keep_t)
+                dh = ops.matmul(dz, transposed) + ops.where(passed, dh, ops.zeros_like(dh))
+                dc = dc_step * f + ops.where(passed, dc, ops.zeros_like(dc))
+                carry = (dh, dc, dz)
+                return carry, carry
+
+            _, (_, _, dzs) = ops.scan(
+                backward_step,
+                (d_h, d_c, ops.zeros_like(step_inputs[0])),
+                (d_outputs, keep, gates, gs, previous_c, cs),
+                reverse=True,
+            )
+            d_kernels = ops.einsum("tnbd,tnbg->ndg", previous_h, dzs)
+            d_biases = ops.sum(dzs, axis=(0, 2))[:, None, :]
+            return dzs, d_kernels, d_biases
+
+        return (outputs, hs[-1], cs[-1]), gradient
+
+    return loop(step_inputs, recurrent_kernels, biases)
 
 
 def lstm_gates(z, c, cell):
@@ -154,6 +241,10 @@ def _check_layer(bidirectional):
                 problems.append(f"{layer.name}: stateful=False and unroll=False")
             if not cell.use_bias:
                 problems.append(f"{layer.name}: use_bias=True")
+            if cell.activation is not keras.activations.tanh or (
+                cell.recurrent_activation is not keras.activations.sigmoid
+            ):
+                problems.append(f"{layer.name}: activation='tanh', recurrent_activation='sigmoid'")
         if layers[0].go_backwards or not layers[1].go_backwards:
             problems.append("a forward layer and a go_backwards backward layer")
         if layers[0].cell.units != layers[1].cell.units or (
