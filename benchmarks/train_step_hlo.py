@@ -364,7 +364,12 @@ READING = """
   InterParagraphAttention, MultiHeadPooling) also drop attention weights,
   and `jax.nn.dot_product_attention` has no dropout. Taking the fused
   kernels means training without attention dropout: a change of the
-  recipe (results not equal), not of the layers; left to a decision.
+  recipe (results not equal), not of the layers. Stop 65 made it a
+  declared option, `attention_dropout` (None = `dropout`: the paper
+  configs, unchanged; 0 = fused attention in keras-hub's layers and in
+  ParallelCrossAttention's word attention; docs/recipes.md), measured by
+  benchmarks/attention_dropout_hlo.py (its section is kept by hand:
+  rerunning this script rewrites the file without it).
 - cuDNN LSTM (discourse): Keras 3.15's JAX `lstm` refuses any mask
   (`keras/src/backend/jax/rnn.py`: "Masking is not supported by the cuDNN
   path"), and the discourse encoder needs its mask (sections padded to
