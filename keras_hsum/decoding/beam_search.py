@@ -43,17 +43,17 @@ What the loop carries (issue 57: few kernels per token on an accelerator):
 no hypothesis is copied whole. Each position writes one column of a
 history: each candidate's and each new alive beam's (parent beam, token),
 each candidate's rank, score (`NEG_INF` unless it finished) and log-prob,
-and the step's aux of each alive beam; only the alive log-probs, the terms' states
-and the model's state are reordered, and the alive tokens as a [B,K,L]
-buffer only for terms that read them (`ScoreTerm.reads_sequences`, e.g.
-n-gram blocking). After the loop the finished pool is the best K of the K
-empty slots it starts with followed by every finished candidate in the
-order they arrived (position, then rank), by score (one top-k: equal scores
-keep the earlier, which is what merging each position's candidates into a
-pool of K keeps),
-and its tokens and aux are read back through the parent pointers
-(`backtrack`, pointer doubling: ⌈log2 L⌉ gathers). The condition finds the
-pool's worst score by a top-k over the finished scores so far.
+and the step's aux of each alive beam; only the alive log-probs, the
+terms' states and the model's state are reordered, and the alive tokens as
+a [B,K,L] buffer only for terms that read them (`ScoreTerm.reads_sequences`,
+e.g. n-gram blocking). After the loop the finished pool is the best K, by
+score, of the K empty slots it starts with followed by every finished
+candidate in the order they arrived (position, then rank): one top-k, where
+equal scores keep the earlier, which is what merging each position's
+candidates into a pool of K keeps. Its tokens and aux are read back through
+the parent pointers (`backtrack`, pointer doubling: ⌈log2 L⌉ rounds of
+gathers). The condition finds the pool's worst score by a top-k over the
+finished scores so far.
 
 Sampling (`search(..., sampling=Sampling(...))`, `sample_search`) reuses
 the same loop and pools with K independent samples in place of the beam:
