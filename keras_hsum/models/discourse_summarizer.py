@@ -85,8 +85,10 @@ class DiscourseSummarizer(Summarizer):
     printed use h_(t-1). Teacher forcing (`call`) and
     decoding (`step`) run the same code: the recurrence (cell, attention)
     and the output distribution (Eq. 7-9), which no later step reads;
-    teacher forcing runs the recurrence in `ops.scan` over S and the output
-    distribution once over all S steps.
+    teacher forcing runs the recurrence in `ops.scan` over S (with the
+    cell's input product x W of all steps computed before it: the same
+    math up to float rounding) and the output distribution once over all
+    S steps.
 
     Both BiLSTMs run as `bidirectional_lstm_scan`: Keras' masked
     `Bidirectional(LSTM)` math with the two directions in one loop and the
@@ -454,45 +456,24 @@ class DiscourseSummarizer(Summarizer):
         ids = ops.cast(ids, "int32")
         return self.token_embedding(ops.where(ids >= self.vocabulary_size, self.unk_id, ids))
 
-    def _cell_weights(self):
-        """The decoder `LSTMCell`'s weights, its kernel split by input:
-        `(input_kernel [E,4D], state_kernel [2D,4D], bias [4D])` in the
-        compute dtype, where the cell reads [x; c_(t-1)] with kernel W and
-        h_(t-1) with U: input_kernel = W's rows for x, state_kernel = W's
-        rows for c_(t-1) above U. So x W_x, which needs no earlier step,
-        is computed for all S steps before the teacher-forcing loop, and a
-        step does one matmul [c_(t-1); h_(t-1)] [W_c; U]."""
-        cell = self.decoder_cell
-        dtype = cell.compute_dtype
-        kernel = ops.cast(cell.kernel, dtype)
-        state_kernel = ops.concatenate(
-            [kernel[self.embedding_dim:], ops.cast(cell.recurrent_kernel, dtype)], axis=0
-        )
-        return kernel[: self.embedding_dim], state_kernel, ops.cast(cell.bias, dtype)
-
-    def _recurrent_step(self, x_projection, state, memory, coverage_on, cell_weights):
+    def _recurrent_step(self, cell, state, memory, coverage_on):
         """The part of a decoder step that the next step depends on: the
         LSTM cell and the attention (Eq. 4-6).
 
         Args:
-            x_projection: [B,4D], x W_x, the embedded input word times the
-                cell kernel's input rows (`_cell_weights`).
+            cell: `f(context, h, c) → (h, c)`, the LSTM cell reading
+                [x; c_(t-1)] with W and h_(t-1) with U for the step's input
+                word x (decoding calls Keras' LSTMCell; teacher forcing
+                computes the same with x W_x for all steps before its loop).
             state: dict `h`, `c`, `context` [B,D], `coverage` [B,P,T].
             memory: `encode`'s dict, with `"attention_cache"`.
             coverage_on: float32 scalar, 1 while λ > 0.
-            cell_weights: `_cell_weights()`.
 
         Returns:
             `(new_state, alpha [B,P,T] float32, beta [B,P])`.
         """
-        # The cell: z = [x; c_(t-1)] W + h_(t-1) U + b (Keras' LSTMCell).
-        _, state_kernel, bias = cell_weights
-        dtype = state_kernel.dtype
-        previous = ops.concatenate(
-            [ops.cast(state["context"], dtype), ops.cast(state["h"], dtype)], axis=-1
-        )
-        z = ops.add(ops.add(x_projection, ops.matmul(previous, state_kernel)), bias)
-        h, c = lstm_gates(z, ops.cast(state["c"], dtype), self.decoder_cell)
+        dtype = self.decoder_cell.compute_dtype
+        h, c = cell(*(ops.cast(state[k], dtype) for k in ("context", "h", "c")))
         coverage = None
         if self.use_coverage:
             coverage = state["coverage"] * coverage_on
@@ -558,10 +539,12 @@ class DiscourseSummarizer(Summarizer):
             beta [B,P], p_gen [B,1])`.
         """
         x = self._decoder_inputs(ids)
-        cell_weights = self._cell_weights()
-        new_state, alpha, beta = self._recurrent_step(
-            ops.matmul(x, cell_weights[0]), state, memory, coverage_on, cell_weights
-        )
+
+        def cell(context, h, c):
+            _, (h, c) = self.decoder_cell(ops.concatenate([x, context], axis=-1), [h, c])
+            return h, c
+
+        new_state, alpha, beta = self._recurrent_step(cell, state, memory, coverage_on)
         log_probabilities, p_gen = self._output_distribution(
             x, new_state["h"], new_state["context"], alpha, memory
         )
@@ -615,16 +598,30 @@ class DiscourseSummarizer(Summarizer):
         coverage_on = self._coverage_on()
         memory = self._with_attention_cache(memory)
         x = self._decoder_inputs(decoder_tokens)  # [B,S,E]
-        cell_weights = self._cell_weights()
-        x_projection = ops.matmul(x, cell_weights[0])  # [B,S,4D]
+        # The cell's [x; c] W + h U + b as x W_x + [c; h] [W_c; U] + b: x W_x
+        # for all steps here, one matmul per step in the loop.
+        kernel, recurrent_kernel, bias = (
+            ops.cast(weight, self.decoder_cell.compute_dtype)
+            for weight in (
+                self.decoder_cell.kernel,
+                self.decoder_cell.recurrent_kernel,
+                self.decoder_cell.bias,
+            )
+        )
+        x_projection = ops.matmul(x, kernel[: self.embedding_dim])  # [B,S,4D]
+        state_kernel = ops.concatenate([kernel[self.embedding_dim:], recurrent_kernel], axis=0)
 
         # Keras' TensorFlow `ops.scan` needs the per-step outputs to have
         # the carry's structure: each step emits its whole carry.
         def step(carry, x_projection_t):
             state = {k: carry[k] for k in ("h", "c", "context", "coverage")}
-            state, alpha, _ = self._recurrent_step(
-                x_projection_t, state, memory, coverage_on, cell_weights
-            )
+
+            def cell(context, h, c):
+                previous = ops.concatenate([context, h], axis=-1)
+                z = ops.add(ops.add(x_projection_t, ops.matmul(previous, state_kernel)), bias)
+                return lstm_gates(z, c, self.decoder_cell)
+
+            state, alpha, _ = self._recurrent_step(cell, state, memory, coverage_on)
             carry = dict(state, alpha=alpha)
             return carry, carry
 
