@@ -79,6 +79,7 @@ from keras_hsum.decoding.terms import NEG_INF
 from keras_hsum.decoding.terms import MinLength
 from keras_hsum.decoding.terms import ScoreTerm
 from keras_hsum.decoding.terms import StepContext
+from keras_hsum.decoding.terms import term_reads_sequences
 from keras_hsum.layers.input_checks import check_model_features
 
 
@@ -422,7 +423,7 @@ def search(
     # The alive beams' tokens are kept as a [B,K,L] buffer, reordered every
     # step, only for terms that read `StepContext.sequences`.
     # (A tuple of it or of nothing: loops carry no None.)
-    keep_sequences = any(term.reads_sequences for term in terms)
+    keep_sequences = any(term_reads_sequences(term) for term in terms)
     alive_seq = (ops.full((batch_size, K, L), pad_id, "int32"),) if keep_sequences else ()
     # A beam starts from one hypothesis (the others would duplicate it);
     # the K samples all start alive.

@@ -24,7 +24,10 @@ needs:
 6. `reads_sequences`: whether `mask_log_probs` or `update_state` read
    `StepContext.sequences`; only then does the search keep the alive
    hypotheses' tokens as a [B,K,L] buffer reordered every step (else
-   `sequences` is None). True unless a term says otherwise.
+   `sequences` is None). True unless a term says otherwise; a class that
+   overrides either method says it again itself, or is taken to read them
+   (`term_reads_sequences`: a user's subclass of `MinLength` that reads
+   the sequences gets them).
 
 |y| counts the generated tokens including the EOS (BOS is not generated);
 a hypothesis forced to end at `max_length` without EOS has |y| = max_length.
@@ -131,6 +134,22 @@ class ScoreTerm:
         """Upper bound of `score` over all hypotheses: float32 [B,1] or a
         Python float; None if there is none (disables early termination)."""
         return 0.0
+
+
+def term_reads_sequences(term):
+    """Whether the search must give `term` the alive sequences: the
+    `reads_sequences` of the most derived class that sets it, unless a class
+    below that one overrides `mask_log_probs` or `update_state` without
+    setting it again (a subclass of a term that does not read them, whose
+    new method may): such a term is taken to read them."""
+    if "reads_sequences" in vars(term):  # set on the instance
+        return bool(term.reads_sequences)
+    for cls in type(term).__mro__:
+        if "reads_sequences" in vars(cls):
+            return bool(cls.reads_sequences)
+        if "mask_log_probs" in vars(cls) or "update_state" in vars(cls):
+            return True
+    return True
 
 
 def _block(log_probs, blocked):
@@ -417,6 +436,8 @@ class CoveragePenalty(_AccumulatedAttention):
         normalize_steps: bool.
     """
 
+    reads_sequences = False
+
     def __init__(self, num_paragraphs, beta=0.2, paragraph_mask=None,
                  aux_key=PARAGRAPH_ATTENTION, normalize_steps=True):
         super().__init__(num_paragraphs, aux_key, paragraph_mask)
@@ -538,6 +559,8 @@ class StructuralCoverage(_AccumulatedAttention):
         paragraph_mask: optional bool [B,P].
         aux_key: the per-step attention in the model's aux.
     """
+
+    reads_sequences = False
 
     def __init__(self, num_paragraphs, beta=1.0, paragraph_mask=None,
                  aux_key=PARAGRAPH_ATTENTION):

@@ -123,7 +123,46 @@ def test_terms_that_do_not_read_the_sequences_run_without_them():
         if cls.reads_sequences:
             continue
         term = examples[name](cls)
+        assert not score_terms.term_reads_sequences(term), name
         state = term.initial_state(batch, beams)
         masked = term.mask_log_probs(log_probs, state, context)
         assert tuple(masked.shape) == (batch, beams, vocabulary), name
         term.update_state(state, aux, context)
+
+
+class _MinLengthNoRepeat(score_terms.MinLength):
+    """A user's subclass of a term that does not read the sequences, whose
+    own `mask_log_probs` does: it also blocks repeating the last token."""
+
+    def mask_log_probs(self, log_probs, state, context):
+        log_probs = super().mask_log_probs(log_probs, state, context)
+        return score_terms.RecentTokenBlocking(1).mask_log_probs(log_probs, state, context)
+
+
+@pytest.mark.jax_slow  # compiles whole searches under JAX
+def test_a_subclass_that_reads_the_sequences_gets_them():
+    """`reads_sequences = False` of a built-in term does not reach a
+    subclass that overrides `mask_log_probs` without saying it again: the
+    search keeps the sequences for it, and it decodes as the two built-in
+    terms it combines."""
+    class Declared(_MinLengthNoRepeat):
+        reads_sequences = False
+
+    assert not score_terms.term_reads_sequences(score_terms.MinLength(2))
+    assert score_terms.term_reads_sequences(_MinLengthNoRepeat(2))
+    assert not score_terms.term_reads_sequences(Declared(2))
+    length, vocabulary, beams, batch = 6, 5, 3, 2
+    table = random_table(7, length, vocabulary, peak=1.0)
+    options = dict(beam_size=beams, max_length=length, bos_id=0, eos_id=EOS, pad_id=0)
+    subclass = search(table_step_fn(table), initial_state(batch, beams), batch,
+                      terms=[_MinLengthNoRepeat(2)], **options)
+    builtin = search(table_step_fn(table), initial_state(batch, beams), batch,
+                     terms=[score_terms.MinLength(2), score_terms.RecentTokenBlocking(1)],
+                     **options)
+    sequences = numpy(subclass["sequences"])
+    np.testing.assert_array_equal(sequences, numpy(builtin["sequences"]))
+    np.testing.assert_allclose(numpy(subclass["scores"]), numpy(builtin["scores"]), atol=1e-6)
+    for b in range(batch):  # the blocking took effect: no token repeats the one before it
+        for k in range(beams):
+            n = numpy(subclass["lengths"])[b, k]
+            assert n > 0 and not (np.diff(sequences[b, k, :n]) == 0).any(), (b, k)
