@@ -169,6 +169,9 @@ def test_unsupported_layers_are_refused_with_the_reason():
     inputs, mask = sequences()
     with pytest.raises(ValueError, match="no dropout"):
         bidirectional_lstm_scan(bidirectional(dropout=0.1), inputs, mask)
+    # The loop's gradient is written for sigmoid gates and tanh.
+    with pytest.raises(ValueError, match="activation='tanh'"):
+        bidirectional_lstm_scan(bidirectional(activation="relu"), inputs, mask)
     gru = keras.layers.Bidirectional(keras.layers.GRU(3, return_sequences=True), merge_mode=None)
     with pytest.raises(ValueError, match="keras.layers.LSTM"):
         bidirectional_lstm_scan(gru, inputs, mask)
