@@ -5,7 +5,7 @@ from keras import ops
 
 
 def bidirectional_lstm_scan(bidirectional, inputs, mask, backward_inputs=None,
-                            backward_mask=None):
+                            backward_mask=None, right_padded=False):
     """What `bidirectional(inputs, mask=mask)` gives, in one loop.
 
     Keras runs the two LSTMs of a `Bidirectional` one after the other, each
@@ -39,6 +39,12 @@ def bidirectional_lstm_scan(bidirectional, inputs, mask, backward_inputs=None,
             `Bidirectional` does.
         backward_mask: optional bool [B, T] for `backward_inputs`; default
             `mask`.
+        right_padded: whether every row of `mask` is True then False (no
+            holes). Under the TensorFlow backend with a GPU visible, such a
+            call with the default backward sequence runs the Keras layer
+            itself, whose cuDNN kernel a scan does not match there; the
+            states are then what the layer returns (None when it is not
+            built with `return_state=True`).
 
     Returns:
         `(forward, backward, states)`: the outputs [B, T, D] of each
@@ -65,6 +71,12 @@ def bidirectional_lstm_scan(bidirectional, inputs, mask, backward_inputs=None,
         )
     if not bidirectional.built:
         bidirectional.build(inputs.shape)
+    if right_padded and backward_inputs is None and backward_mask is None and (
+        _keras_takes_cudnn()
+    ):
+        outputs = bidirectional(inputs, mask=ops.cast(mask, "bool"))
+        states = tuple(outputs[2:]) if len(outputs) > 2 else None
+        return outputs[0], outputs[1], states
     dtype = bidirectional.compute_dtype
     backward_inputs = inputs if backward_inputs is None else backward_inputs
     backward_mask = mask if backward_mask is None else backward_mask
@@ -220,6 +232,17 @@ def lstm_gates(z, c, cell):
     i, f, o = gates[..., :units], gates[..., units:2 * units], gates[..., 3 * units:]
     c = f * c + i * cell.activation(z[..., 2 * units:3 * units])
     return o * cell.activation(c), c
+
+
+def _keras_takes_cudnn():
+    """Whether Keras' LSTM layer would run cuDNN's kernel here: the
+    TensorFlow backend with a GPU (Keras' JAX and torch LSTMs refuse masks
+    on that path, so the scan is theirs)."""
+    if keras.backend.backend() != "tensorflow":
+        return False
+    import tensorflow as tf
+
+    return bool(tf.config.list_logical_devices("GPU"))
 
 
 def _check_layer(bidirectional):

@@ -340,10 +340,12 @@ class DiscourseSummarizer(Summarizer):
         if self.section_encoding == "paper":
             # Each section is its own sequence of the batch: both directions
             # start from zero state in every section.
+            # The structurer pads each section at its end: right padded.
             forward, backward, _ = bidirectional_lstm_scan(
                 self.word_encoder,
                 slots(embedded, batch * sections, length),
                 slots(word_mask, batch * sections, length),
+                right_padded=True,
             )
             return sectioned(forward), sectioned(backward)
         flat = slots(embedded, batch, sections * length)

@@ -142,6 +142,34 @@ def test_backward_direction_reading_another_sequence_equals_keras_layers():
         atol=1e-5)
 
 
+def test_right_padded_calls_run_the_keras_layer_where_it_takes_cudnn(monkeypatch):
+    # Where Keras' LSTM would run cuDNN (TensorFlow with a GPU), a call whose
+    # rows are right padded runs the layer itself; its results are the scan's.
+    from keras_hsum.layers import bidirectional_lstm_scan as module
+
+    layer = bidirectional()
+    inputs, mask = sequences()
+    mask = np.arange(6)[None, :] < np.array([[4], [6], [0], [2]])  # right padded
+    scanned = bidirectional_lstm_scan(layer, inputs, mask, right_padded=True)
+    calls = []
+    original_call = type(layer).__call__
+    monkeypatch.setattr(module, "_keras_takes_cudnn", lambda: True)
+    monkeypatch.setattr(type(layer), "__call__",
+                        lambda self, *a, **k: calls.append(1) or original_call(self, *a, **k))
+    delegated = bidirectional_lstm_scan(layer, inputs, mask, right_padded=True)
+    assert calls, "the Keras layer was not called"
+    for got, want in zip(delegated[:2] + tuple(delegated[2]),
+                         scanned[:2] + tuple(scanned[2]), strict=True):
+        np.testing.assert_allclose(ops.convert_to_numpy(got), ops.convert_to_numpy(want),
+                                   atol=1e-5)
+    # A call with another backward sequence, or not declared right padded,
+    # stays on the scan.
+    calls.clear()
+    bidirectional_lstm_scan(layer, inputs, mask)
+    bidirectional_lstm_scan(layer, inputs, mask, backward_inputs=inputs, right_padded=True)
+    assert not calls
+
+
 def test_mixed_bfloat16_gives_keras_outputs_in_bfloat16():
     layer = bidirectional(dtype="mixed_bfloat16")
     inputs, mask = sequences()

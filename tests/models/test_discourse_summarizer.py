@@ -306,7 +306,8 @@ def test_encoder_equals_numpy_reference(section_encoding):
         np.testing.assert_allclose(to_numpy(memory["section_states"]), section_states, atol=1e-5)
 
 
-def keras_bidirectional(bidirectional, inputs, mask, backward_inputs=None, backward_mask=None):
+def keras_bidirectional(bidirectional, inputs, mask, backward_inputs=None, backward_mask=None,
+                        right_padded=False):
     """`bidirectional_lstm_scan` computed by Keras' own masked layers (what
     the model called before it): the reference of the test below."""
     from keras import ops
