@@ -238,11 +238,9 @@ def _keras_takes_cudnn():
     """Whether Keras' LSTM layer would run cuDNN's kernel here: the
     TensorFlow backend with a GPU (Keras' JAX and torch LSTMs refuse masks
     on that path, so the scan is theirs)."""
-    if keras.backend.backend() != "tensorflow":
-        return False
-    import tensorflow as tf
-
-    return bool(tf.config.list_logical_devices("GPU"))
+    return keras.backend.backend() == "tensorflow" and bool(
+        keras.distribution.list_devices("gpu")
+    )
 
 
 def _check_layer(bidirectional):
