@@ -111,8 +111,9 @@ DEFAULT_TASKS = (
 )
 # Seconds a task is expected to take on a GPU (compiles dominate); a task
 # starts only with this much budget left.
-EXPECTED_S = {"train": 45, "decode": 90, "profile:train": 30, "profile:decode": 40}
-SMOKE_EXPECTED_S = {"train": 20, "decode": 30, "profile:train": 10, "profile:decode": 15}
+EXPECTED_S = {"train": 45, "decode": 90, "profile:train": 30, "profile:decode": 40, "anchor": 25}
+SMOKE_EXPECTED_S = {"train": 20, "decode": 30, "profile:train": 10, "profile:decode": 15,
+                    "anchor": 10}
 # --smoke: the tiny configs made smaller still, so that the CPU compiles fast.
 SMOKE_CHANGES = {
     "pht": dict(max_paragraphs=4, max_paragraph_tokens=16, max_target_length=16),
@@ -321,9 +322,6 @@ def prepared_step(ctx, name, precision, batch, changes=""):
 
 
 def measure_train(run, ctx, name, precision, changes=""):
-    import jax
-
-    args = run.args
     _, config = recipe_config(name, ctx["smoke"], changes)
     paper_batch = config.batch_size
     batch = 2 if ctx["smoke"] else min(paper_batch, BATCH_CAP.get(name, paper_batch))
@@ -343,22 +341,15 @@ def measure_train(run, ctx, name, precision, changes=""):
             compiled = lowered.compile()
             row["compile_s"] = time.perf_counter() - started
             row["xla_buffer_gib"] = (xla_buffer_bytes(compiled) or 0) / 2**30 or None
-            losses = []
-            for _ in range(2):
-                t0 = time.perf_counter()
-                loss, state = compiled(state, x, y, w)
-                losses.append(float(loss))
-                warm_s = time.perf_counter() - t0
-            steps = args.steps if not ctx["smoke"] else 3
-            windows = max(1, min(args.windows, int(3.0 / max(warm_s * steps, 1e-9))))
-            times = []
-            for _ in range(windows):
-                t0 = time.perf_counter()
-                for _ in range(steps):
-                    loss, state = compiled(state, x, y, w)
-                jax.block_until_ready((loss, state))
-                times.append((time.perf_counter() - t0) / steps)
-                losses.append(float(loss))
+            row["fused_attention_calls"] = fused_attention_calls(compiled)
+            holder = {}
+
+            def call(state):
+                loss, holder["state"] = compiled(state, x, y, w)
+                return loss, holder["state"]
+
+            times, losses, steps = timed(run, ctx, call, state)
+            state = holder["state"]
             break
         except Exception as error:  # noqa: BLE001
             if out_of_memory(error) and batch > 1:
@@ -394,6 +385,126 @@ def measure_train(run, ctx, name, precision, changes=""):
             f"{row['examples_per_s']:.1f} examples/s, MFU {fmt(row.get('mfu_pct'), '.1f')}%, "
             f"compile {row['compile_s']:.1f} s, losses {[round(v, 3) for v in losses]}")
     return row
+
+
+# ---------------------------------------------------------------------------
+# The anchor: keras-hub's own encoder stack at PHT's width.
+
+ANCHOR_LAYERS = 6
+
+
+def measure_anchor(run, ctx, variant):
+    """`anchor:xla|flash`: ANCHOR_LAYERS keras-hub TransformerEncoder layers
+    (post-norm, relu, dropout 0, no mask) of the PHT paper config's width,
+    on its encoder's B·P sequences of T tokens, forward + backward + an SGD
+    update in one jit, mixed_bfloat16; `flash`: Keras' flash attention on
+    (cuDNN where it applies), `xla`: off. The figure every Transformer recipe's
+    MFU is compared with (issue 57). FLOPs counted analytically per layer and
+    token: 8·D² (four projections) + 4·D·F (the feed-forward) + 4·T·D (QKᵀ and
+    AV), ×3 for forward + backward."""
+    import jax
+    import keras
+    import numpy as np
+    from keras_hub.layers import TransformerEncoder
+
+    if variant not in ("xla", "flash"):
+        raise ValueError(f"unknown anchor variant {variant!r}; expected anchor:xla or anchor:flash")
+    _, config = recipe_config("pht", ctx["smoke"])
+    D, H, F = config.hidden_dim, config.num_heads, config.intermediate_dim
+    P, T = config.max_paragraphs, config.max_paragraph_tokens
+    batch = 2 if ctx["smoke"] else config.batch_size
+    layers = 2 if ctx["smoke"] else ANCHOR_LAYERS
+    sequences = batch * P
+    row = {"task": f"anchor:{variant}", "recipe": f"anchor: keras-hub encoder ×{layers}",
+           "precision": "bf16", "changes": "flash attention" if variant == "flash"
+           else "XLA attention", "batch": batch, "sequences": sequences,
+           "sequence_length": T, "hidden_dim": D, "intermediate_dim": F, "num_heads": H}
+    started = time.perf_counter()
+    try:
+        if variant == "flash":
+            keras.config.enable_flash_attention()
+        else:
+            keras.config.disable_flash_attention()
+        keras.config.set_dtype_policy("mixed_bfloat16")
+        inputs = keras.Input((T, D))
+        hidden = inputs
+        for i in range(layers):
+            hidden = TransformerEncoder(F, H, dropout=0.0, name=f"encoder_{i}")(hidden)
+        model = keras.Model(inputs, hidden)
+    finally:
+        keras.config.set_dtype_policy("float32")
+    trainable = [v.value for v in model.trainable_variables]
+    non_trainable = [v.value for v in model.non_trainable_variables]
+
+    def step(trainable, x):
+        def loss_fn(trainable):
+            y, _ = model.stateless_call(trainable, non_trainable, x, training=True)
+            y = keras.ops.cast(y, "float32")
+            return keras.ops.mean(y * y)
+
+        loss, grads = jax.value_and_grad(loss_fn)(trainable)
+        return loss, [t - 1e-4 * g.astype(t.dtype) for t, g in zip(trainable, grads)]
+
+    x = jax.device_put(np.random.default_rng(0).standard_normal((sequences, T, D), "float32"))
+    state = jax.device_put([np.array(t) for t in trainable])
+    try:
+        lowered = jax.jit(step, donate_argnums=0).lower(state, x)
+        compiled = lowered.compile()
+    finally:
+        keras.config.enable_flash_attention()  # back to Keras' default (None: auto)
+    row["compile_s"] = time.perf_counter() - started
+    row["parameters"] = int(model.count_params())
+    row["xla_buffer_gib"] = (xla_buffer_bytes(compiled) or 0) / 2**30 or None
+    row["fused_attention_calls"] = fused_attention_calls(compiled)
+    times, losses, steps = timed(run, ctx, lambda state: compiled(state, x), state)
+    step_s = statistics.median(times)
+    row.update(step_ms=1000 * step_s, examples_per_s=batch / step_s,
+               steps_timed=steps * len(times), losses=losses,
+               loss_finite=all(math.isfinite(v) for v in losses))
+    row["flops_per_step"] = 3 * layers * sequences * T * (8 * D * D + 4 * D * F + 4 * T * D)
+    row["flops_method"] = "anchor: 3 × layers × tokens × (8D² + 4DF + 4TD)"
+    row["tflop_per_s"] = row["flops_per_step"] / step_s / 1e12
+    bf16_peak, _ = peaks(ctx["device"]["device_kind"])
+    if bf16_peak:
+        row["mfu_pct"] = 100 * row["flops_per_step"] / step_s / bf16_peak
+    run.log(f"{row['task']}: {sequences}×{T} tokens, {row['step_ms']:.2f} ms/step, MFU "
+            f"{fmt(row.get('mfu_pct'), '.1f')}%, cuDNN attention calls "
+            f"{row['fused_attention_calls']}, compile {row['compile_s']:.1f} s")
+    return row
+
+
+def fused_attention_calls(compiled):
+    """cuDNN fused-attention custom calls (forward and backward) in a compiled
+    program's optimized HLO (None where its text cannot be read)."""
+    try:
+        return len(re.findall(r'custom_call_target="__cudnn\$fmha', compiled.as_text() or ""))
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def timed(run, ctx, call, state):
+    """(step times, losses, steps per window) of `call(state) -> (loss, state)`:
+    two warm-up calls, then up to `--windows` windows of `--steps` calls
+    (fewer windows when a window would take over 3 s)."""
+    import jax
+
+    losses = []
+    for _ in range(2):
+        t0 = time.perf_counter()
+        loss, state = call(state)
+        losses.append(float(loss))
+        warm_s = time.perf_counter() - t0
+    steps = run.args.steps if not ctx["smoke"] else 3
+    windows = max(1, min(run.args.windows, int(3.0 / max(warm_s * steps, 1e-9))))
+    times = []
+    for _ in range(windows):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            loss, state = call(state)
+        jax.block_until_ready((loss, state))
+        times.append((time.perf_counter() - t0) / steps)
+        losses.append(float(loss))
+    return times, losses, steps
 
 
 # ---------------------------------------------------------------------------
@@ -950,15 +1061,15 @@ def run_lines(key, result):
              f"{info.get('host')}; TensorFlow imported: {info.get('tensorflow_imported')}; "
              f"{result.get('seconds', '?')} s of a {result.get('budget', '?')} s budget.", ""]
     rows = result.get("rows", [])
-    train = [r for r in rows if r.get("task", "").startswith("train:")]
+    train = [r for r in rows if r.get("task", "").startswith(("train:", "anchor:"))]
     if train:
         lines += ["| recipe | precision | batch | step ms | examples/s | TFLOP/s | MFU (bf16 peak) "
-                  "| compile s | XLA buffers GiB | loss finite | note |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| compile s | XLA buffers GiB | cuDNN attention calls | loss finite | note |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in train:
             if "error" in r:
                 lines.append(f"| {r['recipe']} | {precision_label(r)} | — | failed: {r['error']} "
-                             "| | | | | | | |")
+                             "| | | | | | | | |")
                 continue
             mfu = fmt(r.get("mfu_pct"), ".1f") + ("%" if r.get("mfu_pct") is not None else "")
             if r.get("pct_of_tf32_peak") is not None:
@@ -967,6 +1078,7 @@ def run_lines(key, result):
                 f"| {r['recipe']} | {precision_label(r)} | {r['batch']} | {r['step_ms']:.1f} | "
                 f"{r['examples_per_s']:.1f} | {fmt(r.get('tflop_per_s'), '.1f')} | {mfu} | "
                 f"{r['compile_s']:.0f} | {fmt(r.get('xla_buffer_gib'), '.2f')} | "
+                f"{fmt(r.get('fused_attention_calls'), 'd')} | "
                 f"{r['loss_finite']} | {r.get('note', '')} |")
         methods = {r.get("flops_method") for r in train if r.get("flops_method")}
         lines += ["", "FLOPs: " + "; ".join(sorted(methods)) + ".", ""]
@@ -1115,13 +1227,15 @@ def run_tasks(args):
                 rows = [measure_train(run, ctx, parts[1], parts[2], ":".join(parts[3:]))]
             elif parts[0] == "decode":
                 rows = measure_decode(run, ctx, parts[1])
+            elif parts[0] == "anchor":
+                rows = [measure_anchor(run, ctx, parts[1])]
             elif parts[:2] == ["profile", "train"]:
                 rows = measure_profile_train(run, ctx, parts[2])
             elif parts[:2] == ["profile", "decode"]:
                 rows = measure_profile_decode(run, ctx, parts[2])
             else:
                 raise ValueError(f"unknown task {task!r}; expected train:RECIPE:bf16|f32"
-                                 "[:FIELD=VALUE], "
+                                 "[:FIELD=VALUE], anchor:xla|flash, "
                                  "decode:MODEL, profile:train:RECIPE or profile:decode:MODEL")
         except Exception as error:  # noqa: BLE001 (the next task still runs)
             traceback.print_exc()
