@@ -164,9 +164,22 @@ def merge_results(folder, path):
     $OUT/accelerator.json) into `folder`'s."""
     with open(path, encoding="utf-8") as handle:
         other = json.load(handle)
+    try:
+        with open(os.path.join(folder, STEM + ".json"), encoding="utf-8") as handle:
+            stored = json.load(handle)
+    except (OSError, ValueError):
+        stored = {}
+    keys = []
     for key, result in other.items():
+        date = result.get("device", {}).get("date")
+        # Another run on the same device kind (e.g. a second call in the same
+        # session) is kept beside the first, keyed by its date.
+        if key in stored and stored[key].get("device", {}).get("date") != date:
+            key = f"{key}, {date}"
         write_results(folder, key, result)
-    print(f"merged {sorted(other)} into {os.path.join(folder, STEM)}.json/.md")
+        stored[key] = result
+        keys.append(key)
+    print(f"merged {keys} into {os.path.join(folder, STEM)}.json/.md")
 
 
 def git_commit(path=ROOT):
