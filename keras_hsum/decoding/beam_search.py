@@ -137,13 +137,74 @@ def gather_beams(x, parents):
     return ops.reshape(picked, (batch, -1) + tuple(ops.shape(x)[2:]))
 
 
+TOP_K_BLOCK = 512
+"""`blocked_top_k`'s block where a GPU is visible: rows longer than two
+blocks are cut into blocks of this many elements."""
+
+
+def _gpu_visible():
+    """Whether Keras' default devices are GPUs (`keras.distribution`, either
+    backend): the search's top-k rows are then cut into blocks."""
+    return any(str(device).lower().startswith("gpu")
+               for device in keras.distribution.list_devices())
+
+
+def blocked_top_k(x, k, block=None):
+    """`ops.top_k(x, k)` over the last axis, for rows of many elements.
+
+    A GPU top-k kernel gives each row to one thread block, so a few long rows
+    (a decode step's B·K rows of V = 32,000 scores) leave the device nearly
+    idle: at paper size it was the slowest kernel of a decode step (issue 57).
+    So where a GPU is visible (or a `block` is given) each row of
+    N > 2·`block` elements is cut into ⌈N/block⌉ blocks
+    (the last one padded with -inf), the best k of every block are found
+    (many short rows), then the best k of those candidates. The result is
+    `ops.top_k`'s, ties included: every one of a row's best k is among the
+    best k of its block, and among equal values `top_k` puts the lower index
+    first in every backend, which in the candidates' order (block, then rank
+    in the block) is the lower index of the row; a padded element, after
+    every real one, loses every tie. On a CPU one top-k is faster (blocks of
+    512 took 2.8-3.0× its time on [5·B, 32,000] rows, benchmarks/
+    blocked_top_k.py), so there it stays one top-k.
+
+    Args:
+        x: float [..., N]; N static where blocking should apply.
+        k: a Python int, k <= N.
+        block: elements per block (a Python int > 0); None: `TOP_K_BLOCK`
+            where a GPU is visible, else one `top_k`.
+
+    Returns:
+        `(values [..., k], indices int32 [..., k])`, best first.
+    """
+    if block is None:
+        block = TOP_K_BLOCK if _gpu_visible() else None
+    size = x.shape[-1]
+    if block is None or size is None or size <= 2 * int(block) or k > int(block):
+        values, indices = ops.top_k(x, k)
+        return values, ops.cast(indices, "int32")
+    size, block = int(size), int(block)
+    blocks = -(-size // block)
+    leading = tuple(ops.shape(x)[:-1])
+    rows = ops.reshape(x, (-1, size))
+    if blocks * block > size:
+        rows = ops.pad(rows, ((0, 0), (0, blocks * block - size)),
+                       constant_values=float("-inf"))
+    values, local = ops.top_k(ops.reshape(rows, (-1, blocks, block)), k)  # [R,blocks,k]
+    offsets = ops.convert_to_tensor(
+        (np.arange(blocks, dtype="int32") * block)[:, None])  # a constant
+    indices = ops.reshape(ops.cast(local, "int32") + offsets, (-1, blocks * k))
+    values, picked = ops.top_k(ops.reshape(values, (-1, blocks * k)), k)
+    indices = ops.take_along_axis(indices, ops.cast(picked, "int32"), axis=1)
+    return (ops.reshape(values, leading + (k,)), ops.reshape(indices, leading + (k,)))
+
+
 def ranked_candidates(totals, count, beam_size=None):
     """Each beam's best `count` candidates, and the rank of each among all
     of them in the order of one `top_k` over the flattened [B, K·V'] scores.
 
     A top-k over K·V' elements in one row is the slowest kernel of a decode
     step on a GPU, so this takes the best C' = min(`count`, V') of each beam
-    ([B,K,V'] → [B,K,C'], one top-k of rows of V') and ranks those K·C' by
+    ([B,K,V'] → [B,K,C'], `blocked_top_k` of rows of V') and ranks those K·C' by
     counting, for each, the candidates ahead of it: a higher score, or an
     equal score and a lower index in the order k·C' + j. The best `count`
     of all K·V' are among them (one of them has fewer than `count`
@@ -167,9 +228,9 @@ def ranked_candidates(totals, count, beam_size=None):
     beams = totals.shape[1] if beam_size is None else beam_size
     vocabulary = totals.shape[-1]
     width = count if vocabulary is None else min(count, int(vocabulary))
-    values, tokens = ops.top_k(totals, width)  # [B,K,C'], best first in each beam
+    values, tokens = blocked_top_k(totals, width)  # [B,K,C'], best first in each beam
     values = ops.reshape(values, (-1, beams * width))
-    tokens = ops.reshape(ops.cast(tokens, "int32"), (-1, beams * width))
+    tokens = ops.reshape(tokens, (-1, beams * width))
     order = np.arange(beams * width)
     earlier = ops.convert_to_tensor(order[:, None] < order[None, :])  # a constant
     ahead = ops.logical_or(  # [B, other, candidate]: other is ahead of candidate
@@ -568,7 +629,7 @@ def search(
             b = ops.convert_to_tensor(b, "float32")
             bound = bound + (ops.reshape(b, (-1,)) if len(b.shape) else b)
         # the best K finished so far (the pool of the module docstring)
-        fin_scores, _ = ops.top_k(finished_scores(history[1]), K)
+        fin_scores, _ = blocked_top_k(finished_scores(history[1]), K)
         full = ops.all(fin_scores > DEAD, axis=1)
         settled = ops.logical_and(full, ops.min(fin_scores, axis=1) >= bound)
         done = ops.logical_or(settled, no_alive)
@@ -615,9 +676,9 @@ def search(
         ops.equal(ranks[:, :, None, :], slots[:, None]),
         outcomes[:, :L, None, :, 0], NEG_INF), axis=-1)  # [B,L,C]
     empty = ops.full((batch_size, K), NEG_INF, "float32")
-    fin_scores, picked = ops.top_k(
+    fin_scores, picked = blocked_top_k(
         ops.concatenate([empty, ops.reshape(by_rank, (-1, L * C))], axis=1), K)
-    picked = ops.cast(picked, "int32") - K
+    picked = picked - K
     filled = picked >= 0
     picked = ops.maximum(picked, 0)
     ends = picked // C  # [B,K] position
