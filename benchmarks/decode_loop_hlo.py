@@ -372,6 +372,9 @@ def table_lines(title, figures):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--no-paper", action="store_true", help="skip PHT at paper size")
+    parser.add_argument("--as-on-gpu", action="store_true",
+                        help="compile our search as it is traced where a GPU is visible "
+                        "(its long top-k rows cut into blocks: beam_search.blocked_top_k)")
     args = parser.parse_args(argv)
     import keras
 
@@ -380,6 +383,14 @@ def main(argv=None):
                          f"KERAS_BACKEND=jax (the backend is {keras.backend.backend()}).")
     import keras_hsum
 
+    if args.as_on_gpu:
+        import importlib
+
+        module = importlib.import_module("keras_hsum.decoding.beam_search")
+        if not hasattr(module, "_gpu_visible"):
+            raise SystemExit("--as-on-gpu: this checkout's search has no blocked top-k")
+        module._gpu_visible = lambda: True
+        print("our search traced as where a GPU is visible (blocked top-k rows)")
     # Where search has stop_check_every: its default, every position, never.
     variants = [("ours", {})]
     if _search_accepts("stop_check_every"):
