@@ -5,6 +5,7 @@ import math
 import keras
 from keras import ops
 
+from keras_hsum.layers.fused_attention_inputs import fused_attention_inputs
 from keras_hsum.layers.input_checks import check_cache_keys
 from keras_hsum.layers.input_checks import check_dims
 from keras_hsum.layers.input_checks import check_hyperparameters
@@ -376,7 +377,7 @@ class ParallelCrossAttention(keras.layers.Layer):
         weights = weights * fusion[:, None, :, :, None]
         return ops.einsum("bhspt,bhptk->bshk", weights, value)
 
-    def _fused_word_context(self, query, key, value, word_mask, fusion, scale):
+    def _fused_word_context(self, query, key, value, word_mask, fusion, scale, training):
         """`_explicit_word_context` without attention dropout, through
         `keras.ops.dot_product_attention` (cuDNN flash attention on a GPU,
         where the [B,H,S,P,T] weights are never written to memory).
@@ -388,6 +389,12 @@ class ParallelCrossAttention(keras.layers.Layer):
         over its padding in `dot_product_attention`; its weight is set to 0
         here, as the explicit path's all-zero softmax row gives it. Equal to
         the explicit path up to float rounding (tested).
+
+        The token mask goes in broadcast to its full [B·P, 1, S, T] shape,
+        and in training an odd S or T is padded to even
+        (`fused_attention_inputs`): JAX's cuDNN attention refuses a mask
+        bias without the query axis, and odd lengths with a bias when
+        differentiated.
         """
         batch, heads, paragraphs, tokens, head_dim = ops.shape(key)
         length = ops.shape(query)[1]
@@ -404,18 +411,20 @@ class ParallelCrossAttention(keras.layers.Layer):
             ),
             (batch * paragraphs, length, heads, head_dim),
         )
-        mask = None
+        keys, values, mask = paragraphs_first(key), paragraphs_first(value), None
         if word_mask is not None:
-            mask = ops.reshape(word_mask, (batch * paragraphs, 1, 1, tokens))
             has_token = ops.any(word_mask, axis=-1)  # [B,P]
             fusion = fusion * ops.cast(has_token, fusion.dtype)[:, None, :]
+            queries, keys, values, mask, _ = fused_attention_inputs(
+                queries, keys, values,
+                ops.reshape(word_mask, (batch * paragraphs, 1, 1, tokens)),
+                pad_to_even=isinstance(training, bool) and training,
+            )
         contexts = ops.dot_product_attention(
-            queries,
-            paragraphs_first(key),
-            paragraphs_first(value),
-            mask=mask,
-            scale=scale,
+            queries, keys, values, mask=mask, scale=scale
         )
+        if contexts.shape[1] != query.shape[1]:  # a padded query row
+            contexts = contexts[:, :length]
         contexts = ops.reshape(
             contexts, (batch, paragraphs, length, heads, head_dim)
         )
@@ -473,7 +482,7 @@ class ParallelCrossAttention(keras.layers.Layer):
         if projected_here and not (training and self.attention_weights_dropout.rate > 0):
             context_w = self._fused_word_context(
                 query_w, memory_cache["word_key"], memory_cache["word_value"],
-                word_mask, fusion, scale,
+                word_mask, fusion, scale, training,
             )
         else:
             context_w = self._explicit_word_context(

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 from keras_hub.layers import CachedMultiHeadAttention
 
+from keras_hsum.layers.fused_attention_inputs import use_fused_attention_inputs
 from keras_hsum.layers.input_checks import check_dims
 from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.input_checks import check_rank
@@ -268,6 +269,8 @@ class PHTDecoderLayer(keras.layers.Layer):
             self_attention_cache_shape,
         )
         self.self_attention.build(query_shape=shape, value_shape=shape)
+        if self.attention_dropout is not None:  # as keras_hsum's TransformerDecoder
+            use_fused_attention_inputs(self.self_attention)
         self.self_attention_layer_norm.build(shape)
         self.cross_attention.build(
             query_shape=shape,

@@ -3,6 +3,7 @@
 import keras
 from keras_hub.layers import TransformerDecoder as HubTransformerDecoder
 
+from keras_hsum.layers.fused_attention_inputs import use_fused_attention_inputs
 from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.transformer_encoder import set_attention_dropout
 
@@ -22,7 +23,9 @@ class TransformerDecoder(HubTransformerDecoder):
     With `attention_dropout=0` the residual dropouts still act and both
     attentions run through `keras.ops.dot_product_attention` (cuDNN flash
     attention on a GPU; a query with an empty memory then gets uniform
-    instead of zero weights, see `TransformerEncoder`). The rate is set on
+    instead of zero weights, see `TransformerEncoder`), with the masks at
+    their full shapes and odd lengths padded in training, as cuDNN's fused
+    attention needs (`fused_attention_inputs`). The rate is set on
     keras-hub's attention sublayers after its `build` (see
     `TransformerEncoder` in this package for why): same sublayers, names
     and weights, so keras-hub models' weights load.
@@ -70,9 +73,11 @@ class TransformerDecoder(HubTransformerDecoder):
 
     def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
         super().build(decoder_sequence_shape, encoder_sequence_shape)
-        set_attention_dropout(self._self_attention_layer, self.attention_dropout)
-        if self._cross_attention_layer is not None:
-            set_attention_dropout(self._cross_attention_layer, self.attention_dropout)
+        attentions = [self._self_attention_layer, self._cross_attention_layer]
+        for attention in [a for a in attentions if a is not None]:
+            set_attention_dropout(attention, self.attention_dropout)
+            if self.attention_dropout is not None:
+                use_fused_attention_inputs(attention)
 
     def get_config(self):
         config = super().get_config()

@@ -3,6 +3,7 @@
 import keras
 from keras_hub.layers import TransformerEncoder as HubTransformerEncoder
 
+from keras_hsum.layers.fused_attention_inputs import use_fused_attention_inputs
 from keras_hsum.layers.input_checks import check_hyperparameters
 
 
@@ -45,6 +46,13 @@ class TransformerEncoder(HubTransformerEncoder):
     `dot_product_attention` uniform ones over the padding. The summarizers
     never read such rows (a fully padded paragraph is masked everywhere
     downstream).
+
+    With `attention_dropout` set, the self-attention gives
+    `dot_product_attention` what JAX's cuDNN attention accepts in a train
+    step (`fused_attention_inputs`): the mask at its full [B, 1, T, T]
+    shape, and in training an odd T padded to even inside the attention
+    (one masked key, one query row dropped). Same outputs at every position
+    (empty rows included) and same gradients, up to float rounding.
 
     Why a subclass that sets the rate after `build`: keras-hub's `build`
     makes the `MultiHeadAttention` with `dropout=self.dropout`, and copying
@@ -93,6 +101,8 @@ class TransformerEncoder(HubTransformerEncoder):
     def build(self, inputs_shape):
         super().build(inputs_shape)
         set_attention_dropout(self._self_attention_layer, self.attention_dropout)
+        if self.attention_dropout is not None:
+            use_fused_attention_inputs(self._self_attention_layer)
 
     def get_config(self):
         config = super().get_config()
