@@ -99,21 +99,25 @@ BATCH_CAP = {"seal": 4}  # seal's paper batch (256 × 256 × 64 tokens) fits no 
 TRAIN_RECIPES = ("pht", "ht", "flat", "discourse", "seal", "shte")
 DECODE_MODELS = ("pht", "ht", "flat", "discourse")
 DEFAULT_TASKS = (
-    *(f"train:{name}:bf16" for name in ("pht", "ht", "flat", "discourse")),
-    "decode:pht", "decode:ht",
-    # Without attention dropout, Keras takes ops.dot_product_attention (cuDNN
-    # flash attention where it applies): the paper configs drop attention.
-    "train:pht:bf16:attention_dropout=0", "train:flat:bf16:attention_dropout=0",
-    "profile:train:pht", "profile:decode:pht",
+    # Most wanted first (after the first GPU run, stop 66): the search's
+    # blocked top-k, the fused-attention variants, the discourse step, then
+    # the anchor, profiles and the paper rows measured once already.
+    "decode:pht", "decode:ht", "topk",
+    *(f"train:{name}:bf16:attention_dropout=0" for name in ("pht", "ht", "flat")),
+    "train:discourse:bf16",
+    "profile:train:pht:attention_dropout=0", "profile:decode:pht",
+    "anchor:xla", "anchor:flash",
+    *(f"train:{name}:bf16" for name in ("pht", "ht", "flat")),
+    "decode:flat", "decode:discourse",
     "train:seal:bf16", "train:shte:bf16",
     *(f"train:{name}:f32" for name in ("pht", "ht", "flat", "discourse")),
-    "decode:flat", "decode:discourse",
 )
 # Seconds a task is expected to take on a GPU (compiles dominate); a task
 # starts only with this much budget left.
-EXPECTED_S = {"train": 45, "decode": 90, "profile:train": 30, "profile:decode": 40, "anchor": 25}
+EXPECTED_S = {"train": 45, "decode": 90, "profile:train": 30, "profile:decode": 40, "anchor": 25,
+              "topk": 15}
 SMOKE_EXPECTED_S = {"train": 20, "decode": 30, "profile:train": 10, "profile:decode": 15,
-                    "anchor": 10}
+                    "anchor": 10, "topk": 10}
 # --smoke: the tiny configs made smaller still, so that the CPU compiles fast.
 SMOKE_CHANGES = {
     "pht": dict(max_paragraphs=4, max_paragraph_tokens=16, max_target_length=16),
@@ -374,8 +378,7 @@ def measure_train(run, ctx, name, precision, changes=""):
                 continue
             raise
     step_s = statistics.median(times)
-    if not changes:  # the profile reads the paper config's step
-        ctx["compiled"][(name, precision)] = (compiled, state, x, y, w, batch)
+    ctx["compiled"][(name, precision, changes)] = (compiled, state, x, y, w, batch)  # for a profile
     row.update(step_ms=1000 * step_s, examples_per_s=batch / step_s,
                steps_timed=steps * len(times), losses=losses,
                loss_finite=all(math.isfinite(v) for v in losses),
@@ -493,6 +496,24 @@ def fused_attention_calls(compiled):
         return len(re.findall(r'custom_call_target="__cudnn\$fmha', compiled.as_text() or ""))
     except Exception:  # noqa: BLE001
         return None
+
+
+def measure_topk(run, ctx):
+    """`topk`: the search's blocked top-k against one `top_k` on the decode
+    step's rows (benchmarks/blocked_top_k.py), on this device."""
+    import blocked_top_k
+
+    rows = []
+    for label, shape, k, medians in blocked_top_k.measure(blocks=(256, 512, 1024)):
+        base = medians["top_k"]
+        row = {"task": "topk", "row": label, "shape": list(shape), "k": k,
+               "top_k_us": 1e6 * base,
+               "ratios": {name: value / base for name, value in medians.items()
+                          if name != "top_k"}}
+        rows.append(row)
+        run.log(f"topk {label} {shape} k {k}: top_k {row['top_k_us']:.1f} µs, " + ", ".join(
+            f"{name} {ratio:.2f}×" for name, ratio in row["ratios"].items()))
+    return rows
 
 
 def timed(run, ctx, call, state):
@@ -842,12 +863,13 @@ def profile_call(function, units, unit_name):
     return profile
 
 
-def measure_profile_train(run, ctx, name):
+def measure_profile_train(run, ctx, name, changes=""):
     import jax
 
-    key = (name, "bf16")
+    key = (name, "bf16", changes)
     if key not in ctx["compiled"]:
-        ctx["rows_by_task"][f"train:{name}:bf16"] = measure_train(run, ctx, name, "bf16")
+        task = ":".join(filter(None, ("train", name, "bf16", changes)))
+        ctx["rows_by_task"][task] = measure_train(run, ctx, name, "bf16", changes)
     compiled, state, x, y, w, batch = ctx["compiled"][key]
     holder = {"state": state}
 
@@ -858,8 +880,9 @@ def measure_profile_train(run, ctx, name):
 
     profile = profile_call(five, 5, "step")
     ctx["compiled"][key] = (compiled, holder["state"], x, y, w, batch)
-    row = {"task": f"profile:train:{name}", "what": f"{name} train step, bf16, batch {batch}",
-           **profile}
+    what = f"{name} train step, bf16" + (f", {changes.replace('+', ', ')}" if changes else "")
+    row = {"task": ":".join(filter(None, ("profile", "train", name, changes))),
+           "what": f"{what}, batch {batch}", **profile}
     run.log(f"profile train {name}: {profile_summary(profile)}")
     return [row]
 
@@ -1108,6 +1131,14 @@ def run_lines(key, result):
                 f"| {fmt(r.get('ours_over_floor'), '.2f')}× | "
                 f"{fmt(r.get('keras_hub_over_ours'), '.2f')}× | {errors} |")
         lines.append("")
+    topk = [r for r in rows if r.get("task") == "topk"]
+    if topk:
+        names = list(topk[0]["ratios"])
+        lines += ["| top-k row | shape | k | one top_k µs | " + " | ".join(
+            f"{name} ÷ top_k" for name in names) + " |", "|---|---|---|---|" + "---|" * len(names)]
+        lines += [f"| {r['row']} | {tuple(r['shape'])} | {r['k']} | {r['top_k_us']:.1f} | "
+                  + " | ".join(f"{r['ratios'][name]:.2f}×" for name in names) + " |" for r in topk]
+        lines.append("")
     for r in (r for r in rows if r.get("task", "").startswith("profile:")):
         lines += [f"**Profile: {r['what']}** — {profile_summary(r)}; {r.get('kernels', 0)} "
                   f"kernels over {r['units']} {r['unit']}s, gaps over 10 µs: "
@@ -1243,12 +1274,14 @@ def run_tasks(args):
             elif parts[0] == "anchor":
                 rows = [measure_anchor(run, ctx, parts[1])]
             elif parts[:2] == ["profile", "train"]:
-                rows = measure_profile_train(run, ctx, parts[2])
+                rows = measure_profile_train(run, ctx, parts[2], ":".join(parts[3:]))
+            elif parts[0] == "topk":
+                rows = measure_topk(run, ctx)
             elif parts[:2] == ["profile", "decode"]:
                 rows = measure_profile_decode(run, ctx, parts[2])
             else:
                 raise ValueError(f"unknown task {task!r}; expected train:RECIPE:bf16|f32"
-                                 "[:FIELD=VALUE], anchor:xla|flash, "
+                                 "[:FIELD=VALUE], anchor:xla|flash, topk, "
                                  "decode:MODEL, profile:train:RECIPE or profile:decode:MODEL")
         except Exception as error:  # noqa: BLE001 (the next task still runs)
             traceback.print_exc()
