@@ -317,19 +317,13 @@ class DiscourseAttention(keras.layers.Layer):
         one_step = len(decoder_state.shape) == 2
         if one_step:
             decoder_state = decoder_state[:, None, :]  # [B,S=1,Dd]
-        shape = ops.shape(word_states)
-        batch, paragraphs, tokens = shape[0], shape[1], shape[2]
-        steps = ops.shape(decoder_state)[1]
 
-        # Section weights beta [B,S,P] (Eq. 6).
+        # Section scores [B,S,P] (Eq. 6).
         section_features = ops.tanh(
             self.section_query_dense(decoder_state)[:, :, None, :]
             + memory_cache["section_keys"][:, None, :, :]
         )
         section_scores = ops.squeeze(self.section_score_dense(section_features), -1)
-        section_mask = as_bool_mask(section_mask)
-        step_section_mask = None if section_mask is None else section_mask[:, None, :]
-        beta = masked_softmax(section_scores, step_section_mask, axis=-1)
 
         # Word scores e [B,S,P,T] (Eq. 2, with coverage).
         word_features = (
@@ -342,6 +336,126 @@ class DiscourseAttention(keras.layers.Layer):
             )
             word_features = word_features + coverage_features[:, None, :, :, :]
         word_scores = ops.squeeze(self.word_score_dense(ops.tanh(word_features)), -1)
+
+        context, alpha, beta = self._weights_and_context(
+            section_scores, word_scores, word_states, token_mask, section_mask
+        )
+        if one_step:
+            return context[:, 0], alpha[:, 0], beta[:, 0]
+        return context, alpha, beta
+
+    def loop_weights(self):
+        """The weights `attend` reads, in the compute dtype, to read once
+        before a decoder loop instead of at every step.
+
+        Returns:
+            A dict: `"query_kernel"` [Dd, 2A], W_s' and W_s side by side
+            (both queries in one matmul), `"query_bias"` [2A], b' and b;
+            `"section_vector"` v_s and `"word_vector"` v [A]; with
+            coverage, `"coverage_vector"` w_c [A]. Built from the layer's
+            own weights at call time: the variables stay as they are.
+        """
+        if not self.built:
+            raise ValueError(
+                f"{self.name}: `loop_weights` needs a built layer (its "
+                "projections are sized by the first call); call the layer "
+                "once, or build it, first."
+            )
+
+        def read(weight):
+            return ops.cast(weight, self.compute_dtype)
+
+        queries = (self.section_query_dense, self.word_query_dense)
+        weights = {
+            "query_kernel": ops.concatenate([read(d.kernel) for d in queries], axis=-1),
+            "query_bias": ops.concatenate([read(d.bias) for d in queries], axis=-1),
+            "section_vector": read(self.section_score_dense.kernel)[:, 0],
+            "word_vector": read(self.word_score_dense.kernel)[:, 0],
+        }
+        if self.coverage_dense is not None:
+            weights["coverage_vector"] = read(self.coverage_dense.kernel)[0]
+        return weights
+
+    def attend(
+        self,
+        decoder_state,
+        word_states,
+        section_states,
+        token_mask=None,
+        section_mask=None,
+        coverage=None,
+        memory_cache=None,
+        loop_weights=None,
+    ):
+        """One step of `call`, for the body of a decoder loop.
+
+        The same math and arguments as `call` with a rank-2
+        `decoder_state` and a `memory_cache` (both required here), plus
+        `loop_weights`, the dict of `loop_weights()` read before the loop.
+        Fewer operations per step: both queries in one matmul, and the
+        scores through `additive_scores`, whose gradient keeps no
+        [B, P, T, A] features per step. Called outside `__call__`: the
+        layer must be built, and floating inputs in its compute dtype
+        (`coverage` is cast).
+
+        Returns:
+            `(context [B, Dw], alpha [B, P, T], beta [B, P])`.
+        """
+        if memory_cache is None or loop_weights is None:
+            raise ValueError(
+                f"{self.name}: `attend` needs `memory_cache` (from "
+                "`project_memory`) and `loop_weights` (from `loop_weights()`), "
+                f"received memory_cache={type(memory_cache).__name__} and "
+                f"loop_weights={type(loop_weights).__name__}; or call the layer."
+            )
+        if len(decoder_state.shape) != 2:
+            raise ValueError(
+                f"{self.name}: `attend` takes one step, `decoder_state` [B,Dd]; "
+                f"received shape {tuple(decoder_state.shape)}. Call the layer for "
+                "[B,S,Dd]."
+            )
+        queries = ops.add(
+            ops.matmul(decoder_state, loop_weights["query_kernel"]),
+            loop_weights["query_bias"],
+        )  # [B,2A]
+        section_scores = additive_scores(
+            queries[:, : self.attention_dim],
+            memory_cache["section_keys"],
+            loop_weights["section_vector"],
+        )
+        coverage_terms = ()
+        if coverage is not None:
+            if not self.use_coverage:
+                raise ValueError(
+                    f"{self.name}: received `coverage` but the layer was created "
+                    "with `use_coverage=False`; create it with `use_coverage=True`."
+                )
+            coverage_terms = (
+                ops.cast(coverage, self.compute_dtype),
+                loop_weights["coverage_vector"],
+            )
+        word_scores = additive_scores(
+            queries[:, self.attention_dim:],
+            memory_cache["word_keys"],
+            loop_weights["word_vector"],
+            *coverage_terms,
+        )
+        context, alpha, beta = self._weights_and_context(
+            section_scores[:, None], word_scores[:, None], word_states, token_mask,
+            section_mask,
+        )
+        return context[:, 0], alpha[:, 0], beta[:, 0]
+
+    def _weights_and_context(
+        self, section_scores, word_scores, word_states, token_mask, section_mask
+    ):
+        """Eq. 4-6 from the scores: section scores [B,S,P] and word scores
+        [B,S,P,T] → `(context [B,S,Dw], alpha [B,S,P,T], beta [B,S,P])`."""
+        shape = ops.shape(word_scores)
+        batch, steps, paragraphs, tokens = shape[0], shape[1], shape[2], shape[3]
+        section_mask = as_bool_mask(section_mask)
+        step_section_mask = None if section_mask is None else section_mask[:, None, :]
+        beta = masked_softmax(section_scores, step_section_mask, axis=-1)
 
         # Word weights alpha [B,S,P,T]: one softmax over all words (Eq. 5).
         if self.section_weighting == "scores":
@@ -375,8 +489,6 @@ class DiscourseAttention(keras.layers.Layer):
 
         # Context (Eq. 4).
         context = ops.einsum("bspt,bptd->bsd", alpha, word_states)
-        if one_step:
-            return context[:, 0], alpha[:, 0], beta[:, 0]
         return context, alpha, beta
 
     def compute_output_shape(
@@ -417,3 +529,79 @@ class DiscourseAttention(keras.layers.Layer):
             }
         )
         return config
+
+
+def additive_scores(queries, keys, vector, coverage=None, coverage_vector=None):
+    """Additive-attention scores v . tanh(q + k_n [+ cov_n w_c]), with
+    their gradient written out.
+
+    Left to automatic differentiation, a decoder loop saves the tanh
+    features [B, N..., A] of every step twice (tanh and 1 - tanh²), each a
+    kernel per step and B·N·A values per step kept for the backward pass.
+    This gradient keeps nothing the size of the features: it computes them
+    again from the queries, keys and coverage.
+
+    Args:
+        queries: float [B, A], q.
+        keys: float [B, N..., A], k for every memory position (N... one or
+            two axes: sections [B, P, A], words [B, P, T, A]).
+        vector: float [A], v.
+        coverage: optional float [B, N...], cov; only with `coverage_vector`.
+        coverage_vector: optional float [A], w_c.
+
+    Returns:
+        Scores float [B, N...]: features = tanh((q + k) + cov w_c) and
+        features · v, in the order (and, as `keras.layers.Dense` computes
+        them, with the ops) of `DiscourseAttention.call`.
+    """
+    memory_axes = tuple(range(1, len(keys.shape) - 1))
+
+    def features_of(queries, keys, coverage, coverage_vector):
+        for axis in memory_axes:
+            queries = ops.expand_dims(queries, axis)
+        features = ops.add(queries, keys)
+        if coverage is not None:
+            features = ops.add(
+                features, ops.matmul(coverage[..., None], coverage_vector[None, :])
+            )
+        return ops.tanh(features)
+
+    def scores_and_gradient(queries, keys, vector, coverage=None, coverage_vector=None):
+        features = features_of(queries, keys, coverage, coverage_vector)
+        scores = ops.squeeze(ops.matmul(features, vector[:, None]), -1)
+
+        def gradient(*upstream):
+            (d_scores,) = upstream
+            features = features_of(queries, keys, coverage, coverage_vector)
+            # d(features) = d(scores) v; through tanh: · (1 - features²).
+            d_inputs = ops.matmul(d_scores[..., None], vector[None, :]) * (
+                1.0 - features * features
+            )  # [B,N...,A]
+            all_axes = len(keys.shape) - 1
+            grads = [
+                ops.sum(d_inputs, axis=memory_axes),
+                d_inputs,
+                ops.tensordot(d_scores, features, axes=all_axes),
+            ]
+            if coverage is not None:
+                grads += [
+                    ops.squeeze(ops.matmul(d_inputs, coverage_vector[:, None]), -1),
+                    ops.tensordot(coverage, d_inputs, axes=all_axes),
+                ]
+            return tuple(grads)
+
+        return scores, gradient
+
+    if (coverage is None) != (coverage_vector is None):
+        raise ValueError(
+            "additive_scores: pass `coverage` [B,N...] and `coverage_vector` [A] "
+            f"together; received coverage={type(coverage).__name__} and "
+            f"coverage_vector={type(coverage_vector).__name__}."
+        )
+    if coverage is None:
+        return ops.custom_gradient(
+            lambda queries, keys, vector: scores_and_gradient(queries, keys, vector)
+        )(queries, keys, vector)
+    return ops.custom_gradient(scores_and_gradient)(
+        queries, keys, vector, coverage, coverage_vector
+    )

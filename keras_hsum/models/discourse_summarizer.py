@@ -1,6 +1,8 @@
 """Cohan et al.'s discourse-aware summarizer (2018): hierarchical BiLSTM,
 discourse attention, pointer-generator copy and coverage."""
 
+import functools
+
 import keras
 from keras import ops
 
@@ -458,7 +460,7 @@ class DiscourseSummarizer(Summarizer):
         ids = ops.cast(ids, "int32")
         return self.token_embedding(ops.where(ids >= self.vocabulary_size, self.unk_id, ids))
 
-    def _recurrent_step(self, cell, state, memory, coverage_on):
+    def _recurrent_step(self, cell, state, memory, coverage_on, loop_weights=None):
         """The part of a decoder step that the next step depends on: the
         LSTM cell and the attention (Eq. 4-6).
 
@@ -470,6 +472,11 @@ class DiscourseSummarizer(Summarizer):
             state: dict `h`, `c`, `context` [B,D], `coverage` [B,P,T].
             memory: `encode`'s dict, with `"attention_cache"`.
             coverage_on: float32 scalar, 1 while λ > 0.
+            loop_weights: optional `DiscourseAttention.loop_weights()`, read
+                before a loop: the attention then runs as
+                `DiscourseAttention.attend` (teacher forcing; the same math
+                in fewer operations per step) instead of its `call`
+                (decoding).
 
         Returns:
             `(new_state, alpha [B,P,T] float32, beta [B,P])`.
@@ -479,7 +486,11 @@ class DiscourseSummarizer(Summarizer):
         coverage = None
         if self.use_coverage:
             coverage = state["coverage"] * coverage_on
-        context, alpha, beta = self.attention(
+        attention = (
+            self.attention if loop_weights is None
+            else functools.partial(self.attention.attend, loop_weights=loop_weights)
+        )
+        context, alpha, beta = attention(
             h,
             memory["word_states"],
             memory["section_states"],
@@ -612,6 +623,8 @@ class DiscourseSummarizer(Summarizer):
         )
         x_projection = ops.matmul(x, kernel[: self.embedding_dim])  # [B,S,4D]
         state_kernel = ops.concatenate([kernel[self.embedding_dim:], recurrent_kernel], axis=0)
+        # The attention's query kernels side by side, and its score vectors.
+        attention_weights = self.attention.loop_weights()
 
         # Keras' TensorFlow `ops.scan` needs the per-step outputs to have
         # the carry's structure: each step emits its whole carry.
@@ -623,7 +636,9 @@ class DiscourseSummarizer(Summarizer):
                 z = ops.add(ops.add(x_projection_t, ops.matmul(previous, state_kernel)), bias)
                 return lstm_gates(z, c, self.decoder_cell)
 
-            state, alpha, _ = self._recurrent_step(cell, state, memory, coverage_on)
+            state, alpha, _ = self._recurrent_step(
+                cell, state, memory, coverage_on, attention_weights
+            )
             carry = dict(state, alpha=alpha)
             return carry, carry
 

@@ -7,6 +7,7 @@ from layer_test_case import run_layer_test
 from layer_test_case import to_numpy
 
 from keras_hsum.layers.discourse_attention import DiscourseAttention
+from keras_hsum.layers.discourse_attention import additive_scores
 
 B, P, T, S = 2, 3, 4, 3
 DD, DW, DS, A = 7, 6, 5, 8
@@ -314,3 +315,136 @@ def test_wrong_memory_cache_raises():
         layer(**inputs, memory_cache={"word_keys": cache["word_keys"]})
     with pytest.raises(ValueError, match=r"memory_cache\['word_keys'\].*\(2, 3, 4, 8\).*\(2, 3, 2, 8\)"):
         layer(**inputs, memory_cache=dict(cache, word_keys=cache["word_keys"][:, :, :2]))
+
+
+def loss_gradients(fn, inputs, names, layer=None):
+    """Gradients of mean(output²) summed over `fn(inputs)`'s outputs w.r.t.
+    `inputs[name]` for `names`, then `layer`'s trainable weights (read by
+    `fn` through the layer), float32 numpy."""
+    import keras
+
+    variables = [] if layer is None else layer.trainable_variables
+
+    def loss_of(outputs):
+        outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+        return sum(ops.mean(ops.square(ops.cast(o, "float32"))) for o in outputs)
+
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        tensors = {k: tf.convert_to_tensor(v) for k, v in inputs.items()}
+        with tf.GradientTape() as tape:
+            for name in names:
+                tape.watch(tensors[name])
+            loss = loss_of(fn(tensors))
+        grads = tape.gradient(loss, [tensors[n] for n in names] + [v.value for v in variables])
+    else:
+        import jax
+
+        def loss_fn(xs, values):
+            with keras.StatelessScope(state_mapping=list(zip(variables, values))):
+                return loss_of(fn(dict(inputs, **dict(zip(names, xs)))))
+
+        grads = jax.grad(loss_fn, argnums=(0, 1))(
+            [inputs[n] for n in names], [v.value for v in variables])
+        grads = list(grads[0]) + list(grads[1])
+    return [np.zeros((), "float32") if g is None else to_numpy(g) for g in grads]
+
+
+@pytest.mark.parametrize("with_coverage", [False, True])
+@pytest.mark.parametrize("memory_shape", [(P,), (P, T)], ids=["sections", "words"])
+def test_additive_scores_and_their_gradient(memory_shape, with_coverage):
+    """`additive_scores` against a numpy transcription of v . tanh(q + k +
+    cov w_c), and its written-out gradient against automatic
+    differentiation of the same ops, for every argument."""
+    rng = np.random.default_rng(21)
+    inputs = {
+        "queries": rng.normal(size=(B, A)).astype("float32"),
+        "keys": rng.normal(size=(B,) + memory_shape + (A,)).astype("float32"),
+        "vector": rng.normal(size=(A,)).astype("float32"),
+    }
+    if with_coverage:
+        inputs["coverage"] = rng.uniform(0, 2, size=(B,) + memory_shape).astype("float32")
+        inputs["coverage_vector"] = rng.normal(size=(A,)).astype("float32")
+    names = list(inputs)
+
+    def automatic(x):
+        queries = x["queries"]
+        for _ in memory_shape:
+            queries = ops.expand_dims(queries, 1)
+        features = queries + x["keys"]
+        if with_coverage:
+            features = features + x["coverage"][..., None] * x["coverage_vector"]
+        return ops.sum(ops.tanh(features) * x["vector"], axis=-1)
+
+    queries = inputs["queries"].reshape((B,) + (1,) * len(memory_shape) + (A,))
+    features = queries + inputs["keys"].astype("float64")
+    if with_coverage:
+        features = features + inputs["coverage"][..., None] * inputs["coverage_vector"]
+    expected = np.tanh(features) @ inputs["vector"]
+    got = to_numpy(additive_scores(**inputs))
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    grads = loss_gradients(lambda x: additive_scores(**x), inputs, names)
+    reference = loss_gradients(automatic, inputs, names)
+    for name, grad, want in zip(names, grads, reference, strict=True):
+        assert grad.shape == inputs[name].shape, name
+        np.testing.assert_allclose(grad, want, atol=1e-6, rtol=1e-5, err_msg=name)
+        assert np.abs(want).max() > 0, name
+
+
+@pytest.mark.jax_slow  # 0.2 s under TensorFlow, 5 s eager under JAX
+@pytest.mark.parametrize("weighting", ["scores", "probabilities"])
+def test_attend_equals_call(weighting):
+    """`attend` with `loop_weights()` (both queries in one matmul, the
+    written-out score gradient) gives `call`'s outputs and the gradients
+    of every input and every weight (9, coverage included)."""
+    inputs = make_inputs(np.random.default_rng(22))
+    layer = DiscourseAttention(attention_dim=A, use_coverage=True, section_weighting=weighting)
+    layer(**inputs)
+    names = ["decoder_state", "word_states", "section_states", "coverage"]
+
+    def by_call(x):
+        cache = layer.project_memory(x["word_states"], x["section_states"])
+        return layer(**x, memory_cache=cache)
+
+    def by_attend(x):
+        cache = layer.project_memory(x["word_states"], x["section_states"])
+        return layer.attend(**x, memory_cache=cache, loop_weights=layer.loop_weights())
+
+    for name, got, want in zip(("context", "alpha", "beta"), to_numpy(by_attend(inputs)),
+                               to_numpy(by_call(inputs)), strict=True):
+        np.testing.assert_allclose(got, want, atol=1e-6, err_msg=name)
+    grads = loss_gradients(by_attend, inputs, names, layer)
+    reference = loss_gradients(by_call, inputs, names, layer)
+    labels = names + [v.path for v in layer.trainable_variables]
+    assert len(labels) == 4 + 9
+    for label, grad, want in zip(labels, grads, reference, strict=True):
+        np.testing.assert_allclose(grad, want, atol=1e-6, rtol=1e-5, err_msg=label)
+        assert np.abs(want).max() > 0, label
+
+
+def test_attend_without_coverage_and_its_errors():
+    inputs = make_inputs(np.random.default_rng(23))
+    del inputs["coverage"]
+    layer = DiscourseAttention(attention_dim=A)
+    with pytest.raises(ValueError, match=r"`loop_weights` needs a built layer"):
+        layer.loop_weights()
+    layer(**inputs)
+    cache = layer.project_memory(inputs["word_states"], inputs["section_states"])
+    weights = layer.loop_weights()
+    assert sorted(weights) == ["query_bias", "query_kernel", "section_vector", "word_vector"]
+    got = layer.attend(**inputs, memory_cache=cache, loop_weights=weights)
+    for name, value, want in zip(("context", "alpha", "beta"), to_numpy(got),
+                                 to_numpy(layer(**inputs)), strict=True):
+        np.testing.assert_allclose(value, want, atol=1e-6, err_msg=name)
+    with pytest.raises(ValueError, match=r"`attend` needs `memory_cache`.*loop_weights=NoneType"):
+        layer.attend(**inputs, memory_cache=cache)
+    with pytest.raises(ValueError, match=r"`attend` takes one step.*\(2, 1, 7\)"):
+        layer.attend(**dict(inputs, decoder_state=inputs["decoder_state"][:, None]),
+                     memory_cache=cache, loop_weights=weights)
+    with pytest.raises(ValueError, match=r"use_coverage=False"):
+        layer.attend(**inputs, coverage=np.zeros((B, P, T), "float32"),
+                     memory_cache=cache, loop_weights=weights)
+    with pytest.raises(ValueError, match=r"`coverage` .* and `coverage_vector` .* together"):
+        additive_scores(np.zeros((B, A)), np.zeros((B, P, A)), np.zeros((A,)),
+                        coverage=np.zeros((B, P)))

@@ -376,6 +376,40 @@ def test_loss_and_gradients_equal_keras_bidirectional_layers(section_encoding, m
         assert np.abs(reference).max() > 0, variable.path
 
 
+def attend_by_call(self, *args, loop_weights, **kwargs):
+    """`DiscourseAttention.attend` as the layer's `call` computes it."""
+    return self(*args, **kwargs)
+
+
+@pytest.mark.jax_slow  # 2-5 s under TensorFlow; the model's gradient compiled by XLA under JAX
+@pytest.mark.parametrize("section_encoding", [
+    "paper",
+    pytest.param("carry", marks=pytest.mark.slow),
+    pytest.param("concatenated", marks=pytest.mark.slow),
+])
+def test_teacher_forcing_attention_loop_equals_the_layer_call(section_encoding, monkeypatch):
+    """Teacher forcing's attention (`DiscourseAttention.attend` with
+    `loop_weights`: one query matmul, the written-out score gradient) gives
+    the loss and every weight's gradient that the layer's `call` gives on
+    the same weights (masked word, short and padded sections, coverage
+    on, "probabilities" weighting for the last encoding)."""
+    from keras_hsum.layers.discourse_attention import DiscourseAttention
+
+    weighting = "probabilities" if section_encoding == "concatenated" else "scores"
+    model = small_model(section_encoding=section_encoding, section_weighting=weighting)
+    inputs = with_masked_hole(random_inputs())
+    model.set_coverage_weight(0.5)
+    model(inputs)
+    loss, grads = loss_and_gradients(model, inputs)
+    monkeypatch.setattr(DiscourseAttention, "attend", attend_by_call)
+    reference_loss, reference_grads = loss_and_gradients(model, inputs)
+    np.testing.assert_allclose(loss, reference_loss, rtol=1e-6)
+    for variable, grad, reference in zip(model.trainable_variables, grads, reference_grads,
+                                         strict=True):
+        np.testing.assert_allclose(grad, reference, atol=2e-6, rtol=1e-5, err_msg=variable.path)
+        assert np.abs(reference).max() > 0, variable.path
+
+
 # Which sections' word states a change in section s reaches (reached[s][j]).
 REACHED = {
     # Each section alone: only its own.
