@@ -19,6 +19,8 @@ query sees. `use_fused_attention_inputs` makes a Keras `MultiHeadAttention`
 queries, keys and values whenever it calls `dot_product_attention`.
 """
 
+import types
+
 from keras import ops
 
 
@@ -75,6 +77,30 @@ def fused_attention_inputs(query, key, value, mask, pad_to_even=True):
     return query, key, value, mask, length
 
 
+def _compute_fused_attention(self, query, key, value, attention_mask=None, training=None,
+                             return_attention_scores=False, **kwargs):
+    """`MultiHeadAttention._compute_attention` (of the layer's class) with
+    `fused_attention_inputs` on the `dot_product_attention` path."""
+    compute_attention = type(self)._compute_attention
+    if (
+        attention_mask is None
+        or return_attention_scores
+        or self._dropout > 0
+        or len(query.shape) != 4
+    ):
+        return compute_attention(self, query, key, value, attention_mask, training,
+                                 return_attention_scores, **kwargs)
+    query, key, value, mask, length = fused_attention_inputs(
+        query, key, value, attention_mask,
+        pad_to_even=isinstance(training, bool) and training,
+    )
+    outputs, scores = compute_attention(self, query, key, value, mask, training, False,
+                                        **kwargs)
+    if outputs.shape[1] != length:
+        outputs = outputs[:, :length]
+    return outputs, scores
+
+
 def use_fused_attention_inputs(attention):
     """Makes a built Keras `MultiHeadAttention` (or keras-hub
     `CachedMultiHeadAttention`) pass `fused_attention_inputs` to
@@ -83,39 +109,18 @@ def use_fused_attention_inputs(attention):
     Keras' `MultiHeadAttention._compute_attention` calls
     `keras.ops.dot_product_attention` when the attention dropout is 0 and
     no scores are returned, with the mask it merged from the layer's masks
-    ([B, 1, S] from a key-padding mask). This sets the layer's own
-    `_compute_attention` to one that, on that path and with a mask, calls
-    Keras' with `fused_attention_inputs` (the full mask always; odd lengths
-    padded when `training` is True, i.e. when the step is differentiated;
-    not in inference or cached decoding) and drops the padded output row.
-    Otherwise it is Keras' method unchanged. No weight, sublayer or
-    config changes: saved models load as before, and the random draws of
-    every dropout are the same.
+    ([B, 1, S] from a key-padding mask). This binds to the layer its own
+    `_compute_attention`, which on that path and with a mask calls the
+    class's with `fused_attention_inputs` (the full mask always; odd
+    lengths padded when `training` is True, i.e. when the step is
+    differentiated; not in inference or cached decoding) and drops the
+    padded output row; otherwise it is the class's method unchanged. No
+    weight, sublayer or config changes: saved models load as before, and
+    the random draws of every dropout are the same. A bound method, so a
+    copy of the layer (`copy.deepcopy`) binds it to the copy.
 
     Args:
         attention: a built `keras.layers.MultiHeadAttention`.
     """
-    if "_compute_attention" in vars(attention):  # already applied
-        return
-    compute_attention = attention._compute_attention
-
-    def _compute_attention(query, key, value, attention_mask=None, training=None,
-                           return_attention_scores=False, **kwargs):
-        if (
-            attention_mask is None
-            or return_attention_scores
-            or attention._dropout > 0
-            or len(query.shape) != 4
-        ):
-            return compute_attention(query, key, value, attention_mask, training,
-                                     return_attention_scores, **kwargs)
-        query, key, value, mask, length = fused_attention_inputs(
-            query, key, value, attention_mask,
-            pad_to_even=isinstance(training, bool) and training,
-        )
-        outputs, scores = compute_attention(query, key, value, mask, training, False, **kwargs)
-        if outputs.shape[1] != length:
-            outputs = outputs[:, :length]
-        return outputs, scores
-
-    attention._compute_attention = _compute_attention
+    if "_compute_attention" not in vars(attention):
+        attention._compute_attention = types.MethodType(_compute_fused_attention, attention)

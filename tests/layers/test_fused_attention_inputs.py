@@ -3,6 +3,7 @@ attention, with the attention unchanged at the real positions (outputs and
 gradients), in keras_hsum's TransformerEncoder / TransformerDecoder,
 PHTDecoderLayer and ParallelCrossAttention."""
 
+import copy
 import os
 import sys
 
@@ -218,6 +219,9 @@ def test_config_and_weights_unchanged(tmp_path):
     restored = [lay for lay in loaded.layers if isinstance(lay, TransformerEncoder)][0]
     assert [v.path for v in restored.weights] == names
     assert "_compute_attention" in vars(restored._self_attention_layer)
+    copied = copy.deepcopy(layer)  # the bound method follows the copy
+    assert copied._self_attention_layer._compute_attention.__self__ is (
+        copied._self_attention_layer)
     np.testing.assert_allclose(to_numpy(loaded([x, keys])), to_numpy(model([x, keys])), atol=1e-6)
 
 
