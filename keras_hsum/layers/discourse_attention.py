@@ -392,9 +392,10 @@ class DiscourseAttention(keras.layers.Layer):
         The same math and arguments as `call` with a rank-2
         `decoder_state` and a `memory_cache` (both required here), plus
         `loop_weights`, the dict of `loop_weights()` read before the loop.
-        Fewer operations per step: both queries in one matmul, and the
-        scores through `additive_scores`, whose gradient keeps no
-        [B, P, T, A] features per step. Called outside `__call__`: the
+        Fewer operations per step: both queries in one matmul, the scores
+        through `additive_scores`, whose gradient keeps no [B, P, T, A]
+        features per step, and the softmaxes through
+        `softmax_keeping_weights`, whose gradient keeps only the weights. Called outside `__call__`: the
         layer must be built, and floating inputs in its compute dtype
         (`coverage` is cast).
 
@@ -442,20 +443,22 @@ class DiscourseAttention(keras.layers.Layer):
         )
         context, alpha, beta = self._weights_and_context(
             section_scores[:, None], word_scores[:, None], word_states, token_mask,
-            section_mask,
+            section_mask, softmax=softmax_keeping_weights,
         )
         return context[:, 0], alpha[:, 0], beta[:, 0]
 
     def _weights_and_context(
-        self, section_scores, word_scores, word_states, token_mask, section_mask
+        self, section_scores, word_scores, word_states, token_mask, section_mask,
+        softmax=masked_softmax,
     ):
         """Eq. 4-6 from the scores: section scores [B,S,P] and word scores
-        [B,S,P,T] → `(context [B,S,Dw], alpha [B,S,P,T], beta [B,S,P])`."""
+        [B,S,P,T] → `(context [B,S,Dw], alpha [B,S,P,T], beta [B,S,P])`;
+        `softmax` is `masked_softmax` or `softmax_keeping_weights`."""
         shape = ops.shape(word_scores)
         batch, steps, paragraphs, tokens = shape[0], shape[1], shape[2], shape[3]
         section_mask = as_bool_mask(section_mask)
         step_section_mask = None if section_mask is None else section_mask[:, None, :]
-        beta = masked_softmax(section_scores, step_section_mask, axis=-1)
+        beta = softmax(section_scores, step_section_mask, axis=-1)
 
         # Word weights alpha [B,S,P,T]: one softmax over all words (Eq. 5).
         if self.section_weighting == "scores":
@@ -483,7 +486,7 @@ class DiscourseAttention(keras.layers.Layer):
             )
         )
         alpha = ops.reshape(
-            masked_softmax(flat_logits, flat_mask, axis=-1),
+            softmax(flat_logits, flat_mask, axis=-1),
             (batch, steps, paragraphs, tokens),
         )
 
@@ -605,3 +608,38 @@ def additive_scores(queries, keys, vector, coverage=None, coverage_vector=None):
     return ops.custom_gradient(scores_and_gradient)(
         queries, keys, vector, coverage, coverage_vector
     )
+
+
+def softmax_keeping_weights(scores, mask=None, axis=-1):
+    """`masked_softmax` whose gradient is written from its weights alone.
+
+    The weights w of a softmax are all its gradient needs:
+    d scores = w (d w - Σ_axis d w · w); a masked entry has w = 0 and gets 0,
+    as through `masked_softmax`. Automatic differentiation keeps the
+    masked scores, their maximum and sum besides, each one more value
+    (and kernel) per step in a decoder loop.
+
+    Args:
+        scores: float tensor of any shape.
+        mask: optional bool/0-1 tensor broadcastable to `scores`; True = keep.
+        axis: the normalisation axis.
+
+    Returns:
+        `masked_softmax(scores, mask, axis)`.
+    """
+    def weights_and_gradient(scores, *keep):
+        weights = masked_softmax(scores, keep[0] if keep else None, axis=axis)
+
+        def gradient(*upstream):
+            (d_weights,) = upstream
+            d_scores = weights * (
+                d_weights - ops.sum(d_weights * weights, axis=axis, keepdims=True)
+            )
+            return (d_scores,) + tuple(ops.zeros_like(k) for k in keep)
+
+        return weights, gradient
+
+    if mask is None:
+        return ops.custom_gradient(weights_and_gradient)(scores)
+    keep = ops.cast(ops.broadcast_to(as_bool_mask(mask), ops.shape(scores)), scores.dtype)
+    return ops.custom_gradient(weights_and_gradient)(scores, keep)

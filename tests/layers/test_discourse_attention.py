@@ -8,6 +8,8 @@ from layer_test_case import to_numpy
 
 from keras_hsum.layers.discourse_attention import DiscourseAttention
 from keras_hsum.layers.discourse_attention import additive_scores
+from keras_hsum.layers.discourse_attention import softmax_keeping_weights
+from keras_hsum.layers.masking import masked_softmax
 
 B, P, T, S = 2, 3, 4, 3
 DD, DW, DS, A = 7, 6, 5, 8
@@ -390,6 +392,36 @@ def test_additive_scores_and_their_gradient(memory_shape, with_coverage):
         assert grad.shape == inputs[name].shape, name
         np.testing.assert_allclose(grad, want, atol=1e-6, rtol=1e-5, err_msg=name)
         assert np.abs(want).max() > 0, name
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_softmax_keeping_weights_and_its_gradient(masked):
+    """Weights: a numpy softmax over the kept entries (0 elsewhere; an
+    all-masked row all 0). Gradient: automatic differentiation of
+    `masked_softmax`, through a loss that weighs every entry differently."""
+    rng = np.random.default_rng(24)
+    scores = rng.normal(size=(3, 2, 5)).astype("float32")
+    mask = rng.uniform(size=(3, 1, 5)) > 0.4
+    mask[1, 0] = False  # a row with nothing to attend to
+    mask[2, 0, 1] = True
+    mask = mask if masked else None
+    keep = np.ones(scores.shape, bool) if mask is None else np.broadcast_to(mask, scores.shape)
+    exp = np.exp(scores - scores.max(-1, keepdims=True)) * keep
+    total = exp.sum(-1, keepdims=True)
+    expected = np.where(total > 0, exp / np.where(total > 0, total, 1.0), 0.0)
+    np.testing.assert_allclose(
+        to_numpy(softmax_keeping_weights(scores, mask)), expected, atol=1e-6)
+    weighting = rng.normal(size=scores.shape).astype("float32")
+
+    def weighted(softmax):
+        return lambda x: softmax(x["scores"], mask) * weighting
+
+    inputs = {"scores": scores}
+    (grad,) = loss_gradients(weighted(softmax_keeping_weights), inputs, ["scores"])
+    (reference,) = loss_gradients(weighted(masked_softmax), inputs, ["scores"])
+    np.testing.assert_allclose(grad, reference, atol=1e-7, rtol=1e-5)
+    assert np.abs(reference).max() > 0
+    assert np.all(grad[~keep] == 0)
 
 
 @pytest.mark.jax_slow  # 0.2 s under TensorFlow, 5 s eager under JAX
