@@ -5,6 +5,7 @@ from keras_hub.layers import TransformerDecoder as HubTransformerDecoder
 
 from keras_hsum.layers.fused_attention_inputs import use_fused_attention_inputs
 from keras_hsum.layers.input_checks import check_hyperparameters
+from keras_hsum.layers.transformer_encoder import check_attention_dropout
 from keras_hsum.layers.transformer_encoder import set_attention_dropout
 
 
@@ -67,6 +68,7 @@ class TransformerDecoder(HubTransformerDecoder):
         check_hyperparameters(
             self.name, optional=("attention_dropout",), attention_dropout=attention_dropout
         )
+        check_attention_dropout(self.name, dropout, attention_dropout)
         self.attention_dropout = attention_dropout
         if decoder_sequence_shape:
             self.build(decoder_sequence_shape, encoder_sequence_shape)

@@ -25,6 +25,20 @@ def set_attention_dropout(attention, rate):
     attention._dropout_layer.rate = rate
 
 
+def check_attention_dropout(owner, dropout, attention_dropout):
+    """A ValueError for `attention_dropout` > 0 with `dropout` 0: keras-hub
+    builds the attention's dropout layer with the layer's `dropout`, and a
+    Keras `Dropout` made with rate 0 has no random generator, so raising its
+    rate after `build` would fail in the first training step."""
+    if attention_dropout is not None and attention_dropout > 0 and not dropout:
+        raise ValueError(
+            f"{owner}: `attention_dropout={attention_dropout}` needs `dropout` > 0 "
+            f"(received dropout={dropout}): the attention's dropout layer is built with the "
+            "layer's `dropout` rate, and one built with rate 0 cannot draw random masks. "
+            "Set `dropout` > 0, or `attention_dropout` to 0 or None."
+        )
+
+
 @keras.saving.register_keras_serializable(package="keras_hsum")
 class TransformerEncoder(HubTransformerEncoder):
     """keras-hub's `TransformerEncoder` with a separate attention dropout.
@@ -96,6 +110,7 @@ class TransformerEncoder(HubTransformerEncoder):
         check_hyperparameters(
             self.name, optional=("attention_dropout",), attention_dropout=attention_dropout
         )
+        check_attention_dropout(self.name, dropout, attention_dropout)
         self.attention_dropout = attention_dropout
 
     def build(self, inputs_shape):

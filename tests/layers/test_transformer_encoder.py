@@ -132,3 +132,21 @@ def test_config_without_the_field_loads_with_the_layers_dropout():
 def test_bad_attention_dropout_raises(rate):
     with pytest.raises(ValueError, match=r"`attention_dropout` must be a number in \[0, 1\)"):
         TransformerEncoder(F, H, attention_dropout=rate)
+
+
+def test_attention_dropout_without_dropout_raises_and_with_it_trains():
+    """attention_dropout > 0 with dropout 0 is refused at construction (the
+    attention's dropout layer is built at rate 0, without a random
+    generator); with dropout > 0 a training call drops attention weights:
+    two calls differ."""
+    from keras_hsum.layers.transformer_decoder import TransformerDecoder
+
+    for layer_class in (TransformerEncoder, TransformerDecoder):
+        with pytest.raises(ValueError, match=r"attention_dropout=0.1` needs `dropout` > 0"):
+            layer_class(F, H, dropout=0, attention_dropout=0.1)
+        layer_class(F, H, dropout=0, attention_dropout=0.0)  # allowed
+    x, mask = make_inputs()
+    layer = built(lambda: TransformerEncoder(F, H, dropout=0.1, attention_dropout=0.3), 0)
+    first = to_numpy(layer(x, padding_mask=mask, training=True))
+    second = to_numpy(layer(x, padding_mask=mask, training=True))
+    assert np.isfinite(first).all() and not np.allclose(first, second)
