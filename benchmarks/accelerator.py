@@ -807,19 +807,22 @@ def kernel_profile(kernels, units, unit_name, source, top=12, gap_us=(10.0, 100.
         return out
     by_class = collections.Counter()
     by_name = collections.defaultdict(lambda: [0.0, 0])
+    hlo_ops = {}
     for kernel in kernels:
         cls = kernel_class(kernel["name"], kernel["hlo_op"])
         by_class[cls] += kernel["dur"]
         label = re.sub(r"\s+", " ", kernel["name"])[:90]
         by_name[(label, cls)][0] += kernel["dur"]
         by_name[(label, cls)][1] += 1
+        hlo_ops.setdefault(label, kernel["hlo_op"] or "")
     total = sum(by_class.values())
     out["kernel_us"] = total
     out["classes_pct"] = {cls: 100 * by_class[cls] / total if total else 0.0
                           for cls in KERNEL_CLASSES}
     out["kernels_per_unit"] = len(kernels) / units
     out["top"] = [{"name": name, "class": cls, "ms_per_unit": dur / units / 1000,
-                   "calls_per_unit": count / units, "pct": 100 * dur / total if total else 0.0}
+                   "calls_per_unit": count / units, "pct": 100 * dur / total if total else 0.0,
+                   "hlo_op": hlo_ops.get(name, "")}
                   for (name, cls), (dur, count) in sorted(by_name.items(), key=lambda i: -i[1][0])
                   [:top]]
     # Busy time: the union of the kernel intervals (streams may overlap).
@@ -843,6 +846,71 @@ def kernel_profile(kernels, units, unit_name, source, top=12, gap_us=(10.0, 100.
     out["idle_us_per_unit"] = (wall - busy) / units
     out["largest_gaps_us"] = sorted(gaps, reverse=True)[:5]
     return out
+
+
+def hlo_op_sources(hlo_text, names, most=3):
+    """{kernel or HLO op name: the source ops it runs} from a compiled
+    program's optimized HLO: the `op_name` metadata (the JAX/Keras path,
+    e.g. ".../parallel_cross_attention/.../softmax") of the instruction and,
+    for a fusion, of the instructions of the computation it calls, up to
+    `most` distinct ones, shortened to their last three path parts. A GPU
+    kernel is named after its instruction with '.' as '_'; names not found
+    are left out."""
+    computations, current, instructions = collections.defaultdict(list), None, {}
+    for line in hlo_text.splitlines():
+        header = re.match(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$", line)
+        if header and "=" not in line.split("{")[0]:
+            current = header.group(1)
+            continue
+        found = re.match(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=", line)
+        if not found:
+            continue
+        op_name = re.search(r'op_name="([^"]*)"', line)
+        calls = re.search(r"calls=%?([\w.\-]+)", line)
+        instructions[found.group(1)] = (op_name.group(1) if op_name else None,
+                                        calls.group(1) if calls else None)
+        if op_name and current:
+            computations[current].append(op_name.group(1))
+    by_underscore = {name.replace(".", "_").replace("-", "_"): name for name in instructions}
+
+    def short(op_name):
+        # "jit(_step)/transpose(jvp(decoder_layer_1))/self_attention/key/..." →
+        # "bwd decoder_layer_1/self_attention/key/..." (the layer path kept)
+        backward = "transpose(" in op_name
+        parts = []
+        for part in op_name.split("/")[1:]:  # not the jit of the step itself
+            inner = re.sub(r"^(?:transpose\(|jvp\(|jit\(|vmap\()+", "", part).rstrip(")")
+            if inner and not inner.startswith("_"):
+                parts.append(inner)
+        return ("bwd " if backward else "") + "/".join(parts[:2] + parts[-2:] if len(parts) > 4
+                                                       else parts)
+
+    out = {}
+    for name in names:
+        key = name if name in instructions else by_underscore.get(name)
+        if key is None:
+            continue
+        op_name, calls = instructions[key]
+        found = [op_name] if op_name else []
+        found += computations.get(calls, []) if calls else []
+        distinct = list(dict.fromkeys(short(o) for o in found if o))[:most]
+        if distinct:
+            out[name] = distinct
+    return out
+
+
+def annotate_top(profile, compiled):
+    """Adds to each top kernel of `profile` the source ops of its HLO
+    instruction in `compiled` (`hlo_op_sources`)."""
+    try:
+        text = compiled.as_text() or ""
+    except Exception:  # noqa: BLE001
+        return
+    names = [t.get("hlo_op") or t["name"] for t in profile.get("top", [])]
+    sources = hlo_op_sources(text, names)
+    for entry, name in zip(profile.get("top", []), names):
+        if name in sources:
+            entry["sources"] = sources[name]
 
 
 def profile_call(function, units, unit_name):
@@ -879,6 +947,7 @@ def measure_profile_train(run, ctx, name, changes=""):
         jax.block_until_ready((loss, holder["state"]))
 
     profile = profile_call(five, 5, "step")
+    annotate_top(profile, compiled)
     ctx["compiled"][key] = (compiled, holder["state"], x, y, w, batch)
     what = f"{name} train step, bf16" + (f", {changes.replace('+', ', ')}" if changes else "")
     row = {"task": ":".join(filter(None, ("profile", "train", name, changes))),
@@ -1144,10 +1213,12 @@ def run_lines(key, result):
                   f"kernels over {r['units']} {r['unit']}s, gaps over 10 µs: "
                   f"{r.get('gaps_over_10us', '—')}, over 100 µs: {r.get('gaps_over_100us', '—')}.", ""]
         if r.get("top"):
-            lines += [f"| kernel | class | ms per {r['unit']} | calls per {r['unit']} | % |",
-                      "|---|---|---|---|---|"]
+            lines += [f"| kernel | class | ms per {r['unit']} | calls per {r['unit']} | % "
+                      "| source ops (HLO metadata) |", "|---|---|---|---|---|---|"]
             lines += [f"| `{t['name']}` | {t['class']} | {t['ms_per_unit']:.3f} | "
-                      f"{t['calls_per_unit']:.1f} | {t['pct']:.1f} |" for t in r["top"][:8]]
+                      f"{t['calls_per_unit']:.1f} | {t['pct']:.1f} | "
+                      + "; ".join(f"`{o}`" for o in t.get("sources", [])) + " |"
+                      for t in r["top"][:12]]
             lines.append("")
     for item in result.get("skipped", []):
         lines.append(f"- skipped {item}")
