@@ -145,3 +145,18 @@ def test_blocked_candidates_match_tf_models_sequence_beam_search(monkeypatch):
     monkeypatch.setattr(module, "blocked_top_k", recording)
     test_matches_tf_models_sequence_beam_search(0.6)
     assert any(shape[-1] == 40 and k == 8 for shape, k in calls), calls  # the blocked path ran
+
+
+@pytest.mark.tensorflow_only
+def test_blocked_top_k_in_a_graph_of_unknown_dimensions():
+    """An exported search is traced with an unknown batch (a SavedModel
+    signature): the blocks are cut from the static row length alone."""
+    import tensorflow as tf
+
+    x = np.random.default_rng(5).integers(0, 50, (3, 5, 3000)).astype("float32")
+    traced = tf.function(lambda x: blocked_top_k(x, 10, block=512),
+                         input_signature=[tf.TensorSpec([None, None, 3000], tf.float32)])
+    values, indices = traced(x)
+    want_values, want_indices = reference(x, 10)
+    np.testing.assert_array_equal(indices.numpy(), want_indices)
+    np.testing.assert_array_equal(values.numpy(), want_values)
