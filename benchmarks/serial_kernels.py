@@ -111,15 +111,18 @@ def markdown(runs, args, base, after, started, load):
         f"{args.rounds} times. Serial kernels = sum over the `while` loops of the optimized "
         "HLO of trip count x kernel-like instructions of the body "
         "(`decode_loop_hlo.loop_figures`); a proxy for the launch-bound GPU step, not a "
-        "GPU kernel count. Step = median of "
+        "GPU kernel count. temp MiB: XLA's temporary buffers of the compiled step "
+        "(`memory_analysis`; the values kept for the backward pass). Step = median of "
         f"{args.steps} CPU runs per child (shared machine: ratios only).", ""]
     if before_rows and after_rows:
         b, a = before_rows[0], after_rows[0]
         lines += [
-            "| version | serial kernels | loops (trips x kernels) |", "|---|---|---|"]
+            "| version | serial kernels | loops (trips x kernels) | temp MiB |",
+            "|---|---|---|---|"]
         for label, r in (("before", b), ("after", a)):
             loops = ", ".join(f"{loop['trips']}x{loop['kernels']}" for loop in r["loops"])
-            lines.append(f"| {label} | {r['serial_kernels']:,} | {loops} |")
+            lines.append(f"| {label} | {r['serial_kernels']:,} | {loops} | "
+                         f"{r['temp_mib']:,.0f} |")
         lines += ["", f"after / before: {a['serial_kernels'] / b['serial_kernels']:.3f}", ""]
     lines += ["| round | before step s | after step s | after / before |", "|---|---|---|---|"]
     pairs = [(runs[i][1], runs[i + 1][1]) for i in range(0, len(runs) - 1, 2)]
