@@ -88,9 +88,11 @@ class DiscourseSummarizer(Summarizer):
     decoding (`step`) run the same code: the recurrence (cell, attention)
     and the output distribution (Eq. 7-9), which no later step reads;
     teacher forcing runs the recurrence in `ops.scan` over S (with the
-    cell's input product x W of all steps computed before it: the same
-    math up to float rounding) and the output distribution once over all
-    S steps.
+    cell's input product x W of all steps computed before it, and the
+    attention as `DiscourseAttention.attend` with its `loop_weights()`
+    read before it: the same math up to float rounding, in fewer
+    operations per step) and the output distribution once over all S
+    steps.
 
     Both BiLSTMs run as `bidirectional_lstm_scan`: Keras' masked
     `Bidirectional(LSTM)` math with the two directions in one loop and the
@@ -596,8 +598,9 @@ class DiscourseSummarizer(Summarizer):
         """Teacher forcing: int [B,S] → float32 log-probabilities [B,S,V + num_oov].
 
         The recurrence (cell and attention, `_recurrent_step`) runs in
-        `ops.scan` over S; the attention's memory terms are projected before
-        it, and the output distribution (`_output_distribution`: vocabulary
+        `ops.scan` over S; the attention's memory terms are projected and
+        its weights read (`DiscourseAttention.loop_weights`) before it, and
+        the output distribution (`_output_distribution`: vocabulary
         softmax, pointer-generator), which no later step reads, runs once
         over all S steps after it. Adds λ · coverage_loss with `add_loss`
         (0 while λ = 0).
