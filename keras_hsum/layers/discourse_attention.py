@@ -395,9 +395,9 @@ class DiscourseAttention(keras.layers.Layer):
         Fewer operations per step: both queries in one matmul, the scores
         through `additive_scores`, whose gradient keeps no [B, P, T, A]
         features per step, and the softmaxes through
-        `softmax_keeping_weights`, whose gradient keeps only the weights. Called outside `__call__`: the
-        layer must be built, and floating inputs in its compute dtype
-        (`coverage` is cast).
+        `softmax_keeping_weights`, whose gradient keeps only the weights.
+        Called outside `__call__`: the layer must be built, and floating
+        inputs in its compute dtype (`coverage` is cast).
 
         Returns:
             `(context [B, Dw], alpha [B, P, T], beta [B, P])`.
