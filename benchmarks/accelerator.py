@@ -18,13 +18,27 @@ Needs only JAX, Keras, keras-hub and numpy (no TensorFlow): run it with
   batch 1 on CPU, discourse by hand) × batch ÷ step time ÷ the device's
   dense bf16 peak (989.4 TFLOP/s on an H100 or H200; f32 rows are also
   given against the TF32 peak). No peak is known for a CPU: no MFU there.
-- `decode:<model>`: paper-size beam search (beam 5, 200 tokens with EOS
+- `decode:<model>[:static]`: paper-size beam search (beam 5, 200 tokens with EOS
   blocked, batch 1 and 8, float32, untrained), benchmarks/decode.py's
   paper models and inputs: ours (`keras_hsum.decoding.beam_search` with
-  GNMT 0.6 and trigram blocking), keras-hub's `BeamSampler` on the same
-  `model.step` and cache, and the floor (the encoder, the cache and 200
-  calls of `model.step` with argmax feeding, in one jit: no search at all).
-  Each is one `jax.jit` function with the weights as arguments.
+  GNMT 0.6 and trigram blocking; it checks whether it can stop once every
+  `stop_check_every` = 8 positions, on a GPU a device-to-host read),
+  keras-hub's `BeamSampler` on the same `model.step` and cache, and the
+  floor (the encoder, the cache and 200 calls of `model.step` with argmax
+  feeding, in one jit: no search at all). Each is one `jax.jit` function
+  with the weights as arguments. `:static` adds "ours, static" (the same
+  search with `stop_check_every=None`: one loop of a static trip count, no
+  host reads) and whether it returned the same ids as ours (it must: with
+  min_length = 200 neither can stop early).
+- `dropout`: what attention dropout's random numbers cost. Jitted forward
+  + backward (`jax.value_and_grad` of the sum) of dropout at the PHT paper
+  config's attention dropout rate (0.3) on a bf16 tensor of its word
+  attention probabilities ([16, 4, 199, 30, 100]): Keras' own
+  (`keras.random.dropout`: `jax.random.bernoulli` of a threefry key), the
+  mask from `jax.random.bits` of an `unsafe_rbg` key made from the same
+  seed (uint32 bits, and uint16 bits), and no dropout (the floor); median
+  ms of each, its ratio to Keras', and the kept fraction (a wrong variant
+  shows: it must be within 0.002 of 0.7).
 - `profile:train:<recipe>` and `profile:decode:<model>`: a
   `jax.profiler` trace of 5 steps (or one decode per method) parsed into
   kernel time by class (matmul, attention, elementwise, reduction, copies,
@@ -100,9 +114,11 @@ TRAIN_RECIPES = ("pht", "ht", "flat", "discourse", "seal", "shte")
 DECODE_MODELS = ("pht", "ht", "flat", "discourse")
 DEFAULT_TASKS = (
     # Most wanted first (after the first GPU run, stop 66): the search's
-    # blocked top-k, the fused-attention variants, the discourse step, then
-    # the anchor, profiles and the paper rows measured once already.
-    "decode:pht", "decode:ht", "topk",
+    # blocked top-k and the cost of its stop check (ours with and without,
+    # PHT), attention dropout's random bits, the fused-attention variants, the
+    # discourse step, then the anchor, profiles and the paper rows measured
+    # once already.
+    "decode:pht:static", "decode:ht", "topk", "dropout",
     *(f"train:{name}:bf16:attention_dropout=0" for name in ("pht", "ht", "flat")),
     "train:discourse:bf16",
     "profile:train:pht:attention_dropout=0", "profile:decode:pht",
@@ -114,10 +130,13 @@ DEFAULT_TASKS = (
 )
 # Seconds a task is expected to take on a GPU (compiles dominate); a task
 # starts only with this much budget left.
-EXPECTED_S = {"train": 45, "decode": 90, "profile:train": 30, "profile:decode": 40, "anchor": 25,
-              "topk": 15}
-SMOKE_EXPECTED_S = {"train": 20, "decode": 30, "profile:train": 10, "profile:decode": 15,
-                    "anchor": 10, "topk": 10}
+# decode:MODEL:static compiles ours a second time (PHT's first calls of ours
+# on the H200: 12.5 s at batch 1, 18.7 s at batch 8); profile:decode profiles
+# the static search too where it ran (four traces, not three).
+EXPECTED_S = {"train": 45, "decode": 90, "decode:static": 140, "profile:train": 30,
+              "profile:decode": 50, "anchor": 25, "topk": 15, "dropout": 15}
+SMOKE_EXPECTED_S = {"train": 20, "decode": 30, "decode:static": 40, "profile:train": 10,
+                    "profile:decode": 15, "anchor": 10, "topk": 10, "dropout": 10}
 # --smoke: the tiny configs made smaller still, so that the CPU compiles fast.
 SMOKE_CHANGES = {
     "pht": dict(max_paragraphs=4, max_paragraph_tokens=16, max_target_length=16),
@@ -516,6 +535,118 @@ def measure_topk(run, ctx):
     return rows
 
 
+# `dropout`: the PHT word attention's probabilities, [B, H, S, P, T] at
+# the paper config (batch 16, 4 heads, 199 teacher-forcing positions, 30
+# paragraphs of 100 tokens); smoke: about half a million elements, enough for
+# the kept fraction to land within DROPOUT_KEPT_TOLERANCE.
+SMOKE_DROPOUT_SHAPE = (2, 4, 63, 10, 100)
+DROPOUT_KEPT_TOLERANCE = 0.002
+DROPOUT_SEED_MIX = 0x9E3779B9  # the rbg key's second half: seed ^ this
+
+
+def dropout_variants(rate):
+    """`[(name, f(x, seed) -> x with dropout at `rate`)]`, x any float
+    array, seed a raw uint32[2] key (what Keras' JAX backend passes):
+
+    - "keras (threefry)": `keras.random.dropout`, i.e.
+      `jax.random.bernoulli` of the raw threefry key (uniform float32 < keep);
+    - "rbg, uint32 bits": `jax.random.bits` of an `unsafe_rbg` key made of
+      the seed and the seed ^ DROPOUT_SEED_MIX, kept where the bits are
+      below round(keep·2³²), scaled by 2³² / that threshold;
+    - "rbg, uint16 bits": the same with 16-bit draws (threshold
+      round(keep·2¹⁶), scale 2¹⁶ / threshold);
+    - "no dropout": x itself (the floor).
+    """
+    import jax
+    import jax.numpy as jnp
+    import keras
+
+    keep = 1.0 - rate
+
+    def keras_threefry(x, seed):
+        return keras.random.dropout(x, rate, seed=seed)
+
+    def rbg_key(seed):
+        return jax.random.wrap_key_data(
+            jnp.concatenate([seed, seed ^ jnp.uint32(DROPOUT_SEED_MIX)]), impl="unsafe_rbg")
+
+    def rbg_bits(bits_dtype, bits):
+        threshold = round(keep * 2**bits)
+
+        def dropout(x, seed):
+            drawn = jax.random.bits(rbg_key(seed), x.shape, bits_dtype)
+            return jax.lax.select(drawn < jnp.asarray(threshold, bits_dtype),
+                                  x * (2**bits / threshold), jnp.zeros_like(x))
+
+        return dropout
+
+    return [("keras (threefry)", keras_threefry),
+            ("rbg, uint32 bits", rbg_bits(jnp.uint32, 32)),
+            ("rbg, uint16 bits", rbg_bits(jnp.uint16, 16)),
+            ("no dropout", lambda x, seed: x)]
+
+
+def median_ms(function, *arguments, calls=20, windows=5):
+    """Median milliseconds per call of `function(*arguments)` (compiled and
+    warm already): `windows` windows of `calls` calls, each window ended by
+    `block_until_ready`."""
+    import jax
+
+    times = []
+    for _ in range(windows):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            out = function(*arguments)
+        jax.block_until_ready(out)
+        times.append((time.perf_counter() - t0) / calls)
+    return 1000 * statistics.median(times)
+
+
+def measure_dropout(run, ctx):
+    """`dropout`: jitted forward + backward (`jax.value_and_grad` of the
+    float32 sum) of dropout on a bf16 tensor of the PHT paper config's word
+    attention probabilities at its attention dropout rate, for each of
+    `dropout_variants`: median ms per call, the ratio to Keras' own, and the
+    kept fraction (non-zero gradients; must be keep ± DROPOUT_KEPT_TOLERANCE)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    _, config = recipe_config("pht", smoke=False)
+    rate = config.attention_dropout if config.attention_dropout is not None else config.dropout
+    shape = SMOKE_DROPOUT_SHAPE if ctx["smoke"] else (
+        config.batch_size, config.num_heads, config.max_target_length - 1,
+        config.max_paragraphs, config.max_paragraph_tokens)
+    calls, windows = (3, 3) if ctx["smoke"] else (20, 5)
+    x = jax.device_put(np.random.default_rng(0).uniform(0.5, 1.5, shape).astype(jnp.bfloat16))
+    seed = jax.device_put(np.array([1234, 0], np.uint32))
+    kept = jax.jit(lambda grad: jnp.sum(grad != 0, dtype=jnp.int32))
+    rows = []
+    for name, dropout in dropout_variants(rate):
+        def loss(x, seed, dropout=dropout):
+            return jnp.sum(dropout(x, seed).astype(jnp.float32))
+
+        started = time.perf_counter()
+        step = jax.jit(jax.value_and_grad(loss))
+        _, grad = jax.block_until_ready(step(x, seed))
+        row = {"task": "dropout", "variant": name, "shape": list(shape), "dtype": "bfloat16",
+               "rate": rate, "first_call_s": time.perf_counter() - started,
+               "ms": median_ms(step, x, seed, calls=calls, windows=windows),
+               "kept_fraction": int(kept(grad)) / math.prod(shape),
+               "kept_scale": float(jnp.max(grad).astype(jnp.float32))}
+        keep = 1.0 if name == "no dropout" else 1.0 - rate
+        row["kept_ok"] = abs(row["kept_fraction"] - keep) <= DROPOUT_KEPT_TOLERANCE
+        rows.append(row)
+        grad = None
+    base = rows[0]["ms"]
+    for row in rows:
+        row["over_keras"] = row["ms"] / base
+    run.log(f"dropout {rate} on bf16 {shape}, forward + backward: " + ", ".join(
+        f"{r['variant']} {r['ms']:.3f} ms ({r['over_keras']:.2f}×, kept {r['kept_fraction']:.4f}"
+        f"{'' if r['kept_ok'] else ' WRONG'})" for r in rows))
+    return rows
+
+
 def timed(run, ctx, call, state):
     """(step times, losses, steps per window) of `call(state) -> (loss, state)`:
     two warm-up calls, then up to `--windows` windows of `--steps` calls
@@ -571,16 +702,26 @@ def decode_model(ctx, name):
     return label, model, inputs
 
 
-def ours(model, length):
+def ours(model, length, **options):
+    """Our beam search (GNMT 0.6, trigram blocking, min_length = length);
+    `options`: more keywords of `beam_search`."""
     from keras_hsum.decoding import LengthNormalization
     from keras_hsum.decoding import NgramBlocking
     from keras_hsum.decoding import beam_search
 
     def decode(inputs):
         return beam_search(model, inputs, beam_size=BEAMS, max_length=length, min_length=length,
-                           terms=[LengthNormalization(0.6), NgramBlocking(3)])["sequences"]
+                           terms=[LengthNormalization(0.6), NgramBlocking(3)],
+                           **options)["sequences"]
 
     return decode
+
+
+def ours_static(model, length):
+    """`ours` with `stop_check_every=None`: one loop of a static trip count,
+    no stop check (on a GPU: no device-to-host read every 8 positions). With
+    min_length = length neither search can stop early: same sequences."""
+    return ours(model, length, stop_check_every=None)
 
 
 def floor(model, length):
@@ -634,6 +775,18 @@ def keras_hub_beam(model, length):
 
 
 DECODE_METHODS = (("ours", ours), ("keras-hub BeamSampler", keras_hub_beam), ("floor", floor))
+# `decode:MODEL:static` adds this method (after ours) to the row.
+STATIC_METHOD = ("ours, static", ours_static)
+
+
+def decode_methods(variant=""):
+    """The (name, builder) pairs a `decode:MODEL[:VARIANT]` task measures."""
+    if variant == "static":
+        return (DECODE_METHODS[0], STATIC_METHOD, *DECODE_METHODS[1:])
+    if variant:
+        raise ValueError(f"unknown decode variant {variant!r}; expected decode:MODEL or "
+                         "decode:MODEL:static")
+    return DECODE_METHODS
 
 
 def stateless_jit(model, function):
@@ -652,19 +805,24 @@ def stateless_jit(model, function):
     return jax.jit(run)
 
 
-def measure_decode(run, ctx, name):
+def measure_decode(run, ctx, name, variant=""):
+    """`decode:MODEL[:static]`: one row per batch, each method's median
+    seconds per call (`static`: also `ours_static`, and whether it returned
+    the same ids as ours)."""
     import jax
     import numpy as np
 
+    methods = decode_methods(variant)
     label, model, inputs_by_batch = decode_model(ctx, name)
     length = SMOKE_LENGTH if ctx["smoke"] else LENGTH
     values = [v.value for v in model.variables]
     rows = []
     for batch, inputs in inputs_by_batch.items():
         inputs = jax.device_put(inputs)
-        row = {"task": f"decode:{name}", "model": label, "batch": batch, "beams": BEAMS,
-               "tokens": length}
-        for method, build in DECODE_METHODS:
+        row = {"task": ":".join(filter(None, ("decode", name, variant))), "model": label,
+               "batch": batch, "beams": BEAMS, "tokens": length}
+        outputs = {}
+        for method, build in methods:
             if run.left() < 10:
                 row.setdefault("skipped", []).append(method)
                 continue
@@ -679,6 +837,7 @@ def measure_decode(run, ctx, name):
                     np.asarray(function(values, inputs))
                     times.append(time.perf_counter() - t0)
                 row[f"{method}_s"] = statistics.median(times)
+                outputs[method] = out
                 ctx["decoders"][(name, batch, method)] = (function, values, inputs)
                 if out.shape[0] != batch:
                     row[f"{method}_note"] = f"returned {out.shape[0]} rows"
@@ -686,13 +845,19 @@ def measure_decode(run, ctx, name):
                 row[f"{method}_error"] = one_line(error)
                 run.log(f"decode {name} batch {batch} {method}: FAILED {one_line(error)}")
         if row.get("floor_s"):
-            for method in ("ours", "keras-hub BeamSampler"):
-                if row.get(f"{method}_s"):
+            for method, _ in methods:
+                if method != "floor" and row.get(f"{method}_s"):
                     row[f"{method}_over_floor"] = row[f"{method}_s"] / row["floor_s"]
         if row.get("ours_s") and row.get("keras-hub BeamSampler_s"):
             row["keras_hub_over_ours"] = row["keras-hub BeamSampler_s"] / row["ours_s"]
+        static = STATIC_METHOD[0]
+        if row.get("ours_s") and row.get(f"{static}_s"):
+            row["static_over_ours"] = row[f"{static}_s"] / row["ours_s"]
+        if "ours" in outputs and static in outputs:
+            row["static_equal"] = bool(np.array_equal(outputs["ours"], outputs[static]))
         run.log(f"decode {label} batch {batch}: " + ", ".join(
-            f"{m} {fmt(row.get(f'{m}_s'), '.3f')} s" for m, _ in DECODE_METHODS))
+            f"{m} {fmt(row.get(f'{m}_s'), '.3f')} s" for m, _ in methods)
+            + (f", static = ours: {row['static_equal']}" if "static_equal" in row else ""))
         rows.append(row)
     return rows
 
@@ -963,7 +1128,7 @@ def measure_profile_decode(run, ctx, name):
     length = SMOKE_LENGTH if ctx["smoke"] else LENGTH
     if not any(key[0] == name for key in ctx["decoders"]):
         ctx["rows_by_task"][f"decode:{name}"] = measure_decode(run, ctx, name)
-    for method, _ in DECODE_METHODS:
+    for method, _ in decode_methods("static"):  # ours, static: where decode:MODEL:static ran
         key = (name, 1, method)
         if key not in ctx["decoders"]:
             continue
@@ -1189,17 +1354,10 @@ def run_lines(key, result):
         lines += ["", "FLOPs: " + "; ".join(sorted(methods)) + ".", ""]
     decode = [r for r in rows if r.get("task", "").startswith("decode:")]
     if decode:
-        lines += ["| model | batch | ours s | keras-hub s | floor s | ours ÷ floor | "
-                  "keras-hub ÷ ours | errors |", "|---|---|---|---|---|---|---|---|"]
-        for r in decode:
-            errors = "; ".join(f"{m}: {r[f'{m}_error']}" for m, _ in DECODE_METHODS
-                               if f"{m}_error" in r)
-            lines.append(
-                f"| {r['model']} | {r['batch']} | {fmt(r.get('ours_s'), '.3f')} | "
-                f"{fmt(r.get('keras-hub BeamSampler_s'), '.3f')} | {fmt(r.get('floor_s'), '.3f')} "
-                f"| {fmt(r.get('ours_over_floor'), '.2f')}× | "
-                f"{fmt(r.get('keras_hub_over_ours'), '.2f')}× | {errors} |")
-        lines.append("")
+        lines += decode_lines(decode)
+    dropout = [r for r in rows if r.get("task") == "dropout"]
+    if dropout:
+        lines += dropout_lines(dropout)
     topk = [r for r in rows if r.get("task") == "topk"]
     if topk:
         names = list(topk[0]["ratios"])
@@ -1226,6 +1384,48 @@ def run_lines(key, result):
         lines.append(f"- error {item}")
     if result.get("stopped"):
         lines.append(f"- stopped: {result['stopped']}")
+    lines.append("")
+    return lines
+
+
+def dropout_lines(dropout):
+    """The `dropout` rows' table: ms per forward + backward, ratio to Keras'
+    threefry dropout, kept fraction (and whether it is the expected one)."""
+    first = dropout[0]
+    lines = [f"Dropout {first['rate']} on {first['dtype']} {tuple(first['shape'])} (PHT's word "
+             "attention probabilities), jitted forward + backward:", "",
+             "| dropout | ms | ÷ keras (threefry) | kept fraction | scale of kept | "
+             "first call s |", "|---|---|---|---|---|---|"]
+    for r in dropout:
+        lines.append(f"| {r['variant']} | {r['ms']:.3f} | {r['over_keras']:.2f}× | "
+                     f"{r['kept_fraction']:.4f}{'' if r['kept_ok'] else ' (wrong)'} | "
+                     f"{r['kept_scale']:.4g} | {r['first_call_s']:.1f} |")
+    lines.append("")
+    return lines
+
+
+def decode_lines(decode):
+    """The decode rows' table; the static search's columns only where a
+    row has them (`decode:MODEL:static`)."""
+    static = STATIC_METHOD[0]
+    with_static = any(f"{static}_s" in r or f"{static}_error" in r for r in decode)
+    lines = ["| model | batch | ours s | " + ("ours, static s | " if with_static else "")
+             + "keras-hub s | floor s | ours ÷ floor | "
+             + ("static ÷ ours | static ids = ours | " if with_static else "")
+             + "keras-hub ÷ ours | errors |",
+             "|---|---|---|---|---|---|---|" + ("---|---|---|" if with_static else "") + "---|"]
+    for r in decode:
+        errors = "; ".join(f"{m}: {r[f'{m}_error']}" for m, _ in decode_methods("static")
+                           if f"{m}_error" in r)
+        cells = [r["model"], r["batch"], fmt(r.get("ours_s"), ".3f")]
+        if with_static:
+            cells.append(fmt(r.get(f"{static}_s"), ".3f"))
+        cells += [fmt(r.get("keras-hub BeamSampler_s"), ".3f"), fmt(r.get("floor_s"), ".3f"),
+                  fmt(r.get("ours_over_floor"), ".2f") + "×"]
+        if with_static:
+            cells += [fmt(r.get("static_over_ours"), ".2f") + "×", r.get("static_equal", "—")]
+        cells += [fmt(r.get("keras_hub_over_ours"), ".2f") + "×", errors]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     lines.append("")
     return lines
 
@@ -1310,9 +1510,12 @@ def proxy_lines(proxies):
 
 def task_cost(task, smoke):
     table = SMOKE_EXPECTED_S if smoke else EXPECTED_S
-    kind = task.split(":")[0]
+    parts = task.split(":")
+    kind = parts[0]
     if kind == "profile":
-        kind = ":".join(task.split(":")[:2])
+        kind = ":".join(parts[:2])
+    elif kind == "decode" and parts[2:] == ["static"]:
+        kind = "decode:static"
     return table.get(kind, 60)
 
 
@@ -1341,7 +1544,9 @@ def run_tasks(args):
             if parts[0] == "train":
                 rows = [measure_train(run, ctx, parts[1], parts[2], ":".join(parts[3:]))]
             elif parts[0] == "decode":
-                rows = measure_decode(run, ctx, parts[1])
+                rows = measure_decode(run, ctx, parts[1], ":".join(parts[2:]))
+            elif parts[0] == "dropout":
+                rows = measure_dropout(run, ctx)
             elif parts[0] == "anchor":
                 rows = [measure_anchor(run, ctx, parts[1])]
             elif parts[:2] == ["profile", "train"]:
@@ -1352,8 +1557,9 @@ def run_tasks(args):
                 rows = measure_profile_decode(run, ctx, parts[2])
             else:
                 raise ValueError(f"unknown task {task!r}; expected train:RECIPE:bf16|f32"
-                                 "[:FIELD=VALUE], anchor:xla|flash, topk, "
-                                 "decode:MODEL, profile:train:RECIPE or profile:decode:MODEL")
+                                 "[:FIELD=VALUE], anchor:xla|flash, topk, dropout, "
+                                 "decode:MODEL[:static], profile:train:RECIPE or "
+                                 "profile:decode:MODEL")
         except Exception as error:  # noqa: BLE001 (the next task still runs)
             traceback.print_exc()
             run.result["errors"].append(f"{task}: {one_line(error)}")

@@ -159,3 +159,71 @@ def test_hlo_counts_of_a_compiled_function(accelerator):
     assert counts["instructions"] > 0
     assert counts["f32_logits_size_arrays"] >= 1  # the [32, 32] product is a buffer
     assert any(a["shape"] == "f32[32,32]" for a in counts["largest_f32"])
+
+
+def test_dropout_variants_keep_the_expected_fraction_and_scale(accelerator):
+    # The `dropout` task's variants against the definition of dropout: about
+    # keep = 1 - rate of the entries survive, each scaled by ~1/keep, the
+    # rest are 0; Keras' variant is jax.random.bernoulli of the raw key
+    # (what keras/src/backend/jax/random.py draws); a different seed draws
+    # a different mask. 65,536 entries: the kept fraction's standard error
+    # is 0.0018, the tolerance 0.008 (a wrong threshold is far off).
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    import keras
+    import numpy as np
+
+    rate, keep = 0.3, 0.7
+    x = jnp.asarray(np.random.default_rng(0).uniform(0.5, 1.5, (2, 4, 64, 128)), jnp.float32)
+    seed = jnp.array([1234, 0], jnp.uint32)
+    variants = dict(accelerator.dropout_variants(rate))
+    assert list(variants) == ["keras (threefry)", "rbg, uint32 bits", "rbg, uint16 bits",
+                              "no dropout"]
+    if keras.backend.backend() != "jax":  # keras.random.dropout wants the JAX backend
+        del variants["keras (threefry)"]
+    else:
+        mask = jax.random.bernoulli(seed, keep, x.shape)
+        np.testing.assert_allclose(jax.jit(variants["keras (threefry)"])(x, seed),
+                                   np.where(mask, x / keep, 0), rtol=1e-6)
+    for name, dropout in variants.items():
+        out = np.asarray(jax.jit(dropout)(x, seed))
+        kept = out != 0
+        if name == "no dropout":
+            np.testing.assert_array_equal(out, x)
+            continue
+        assert abs(kept.mean() - keep) <= 0.008, name
+        np.testing.assert_allclose(out[kept] / np.asarray(x)[kept], 1 / keep, rtol=1e-4)
+        other = np.asarray(jax.jit(dropout)(x, seed + 1)) != 0
+        assert (other != kept).mean() > 0.3, name  # independent masks differ in ~42%
+
+
+def test_decode_table_has_the_static_columns_only_when_measured(accelerator):
+    row = {"task": "decode:pht", "model": "PHT 30×100", "batch": 1, "ours_s": 0.079,
+           "keras-hub BeamSampler_s": 0.074, "floor_s": 0.043, "ours_over_floor": 0.079 / 0.043,
+           "keras_hub_over_ours": 0.074 / 0.079}
+    plain = accelerator.decode_lines([row])
+    assert plain[0] == ("| model | batch | ours s | keras-hub s | floor s | ours ÷ floor | "
+                        "keras-hub ÷ ours | errors |")
+    assert plain[2] == "| PHT 30×100 | 1 | 0.079 | 0.074 | 0.043 | 1.84× | 0.94× |  |"
+    static = dict(row, task="decode:pht:static", **{"ours, static_s": 0.060,
+                  "static_over_ours": 0.060 / 0.079, "static_equal": False})
+    lines = accelerator.decode_lines([static, row])
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    assert header[3] == "ours, static s" and "static ids = ours" in header
+    assert all(line.count("|") == lines[0].count("|") for line in lines[1:3])
+    cells = dict(zip(header, (c.strip() for c in lines[2].strip("|").split("|"))))
+    assert cells["ours, static s"] == "0.060" and cells["static ÷ ours"] == "0.76×"
+    assert cells["static ids = ours"] == "False"
+    cells = dict(zip(header, (c.strip() for c in lines[3].strip("|").split("|"))))
+    assert cells["ours, static s"] == "—" and cells["static ids = ours"] == "—"
+
+
+def test_decode_static_task_costs_and_methods(accelerator):
+    assert accelerator.task_cost("decode:pht:static", False) == accelerator.EXPECTED_S[
+        "decode:static"] > accelerator.EXPECTED_S["decode"]
+    assert accelerator.task_cost("decode:pht", False) == accelerator.EXPECTED_S["decode"]
+    assert accelerator.task_cost("dropout", True) == accelerator.SMOKE_EXPECTED_S["dropout"]
+    assert [m for m, _ in accelerator.decode_methods("static")] == [
+        "ours", "ours, static", "keras-hub BeamSampler", "floor"]
+    with pytest.raises(ValueError, match="decode:MODEL:static"):
+        accelerator.decode_methods("dynamic")
