@@ -52,6 +52,9 @@ class Config(RecipeConfig):
             below use "paper"; the field's default is "concatenated", what
             runs trained before the field existed used, so that resuming
             such a run with another encoder is refused, not done silently.
+        use_cudnn: `DiscourseSummarizer`'s: True, cuDNN's LSTM kernel for
+            the "paper" word encoder where a GPU is visible; False, the
+            scan everywhere (`--set use_cudnn=false`).
     """
 
     dataset: str = DEFAULT_DATASET
@@ -66,6 +69,7 @@ class Config(RecipeConfig):
     coverage_loss_weight: float = 1.0
     section_weighting: str = "scores"
     section_encoding: str = "concatenated"
+    use_cudnn: bool = True
     optimizer: str = "adagrad"
     learning_rate: float = 0.15
     label_smoothing: float = 0.0

@@ -40,11 +40,15 @@ def bidirectional_lstm_scan(bidirectional, inputs, mask, backward_inputs=None,
         backward_mask: optional bool [B, T] for `backward_inputs`; default
             `mask`.
         right_padded: whether every row of `mask` is True then False (no
-            holes). Under the TensorFlow backend with a GPU visible, such a
-            call with the default backward sequence runs the Keras layer
-            itself, whose cuDNN kernel a scan does not match there; the
-            states are then what the layer returns (None when it is not
-            built with `return_state=True`).
+            holes). With a GPU visible, such a call with the default
+            backward sequence runs cuDNN's LSTM kernel: under TensorFlow
+            through the Keras layer itself (the states are then what the
+            layer returns, None when it is not built with
+            `return_state=True`); under JAX through
+            `jax.experimental.rnn.lstm` (`jax_cudnn_bidirectional`; both
+            directions in one call, in float32, unless the layers were
+            built with `use_cudnn=False`). Both check the mask at run time
+            and take the scan for a row with holes.
 
     Returns:
         `(forward, backward, states)`: the outputs [B, T, D] of each
@@ -71,12 +75,15 @@ def bidirectional_lstm_scan(bidirectional, inputs, mask, backward_inputs=None,
         )
     if not bidirectional.built:
         bidirectional.build(inputs.shape)
-    if right_padded and backward_inputs is None and backward_mask is None and (
-        _keras_takes_cudnn()
-    ):
-        outputs = bidirectional(inputs, mask=ops.cast(mask, "bool"))
-        states = tuple(outputs[2:]) if len(outputs) > 2 else None
-        return outputs[0], outputs[1], states
+    if right_padded and backward_inputs is None and backward_mask is None:
+        if _keras_takes_cudnn():
+            outputs = bidirectional(inputs, mask=ops.cast(mask, "bool"))
+            states = tuple(outputs[2:]) if len(outputs) > 2 else None
+            return outputs[0], outputs[1], states
+        if _jax_takes_cudnn(bidirectional):
+            from jax.experimental import rnn
+
+            return jax_cudnn_bidirectional(bidirectional, inputs, mask, rnn.lstm)
     dtype = bidirectional.compute_dtype
     backward_inputs = inputs if backward_inputs is None else backward_inputs
     backward_mask = mask if backward_mask is None else backward_mask
@@ -139,8 +146,11 @@ def _masked_lstm_loop(step_inputs, keep, recurrent_kernels, biases):
     def gate_slices(gates):
         return (gates[..., :units], gates[..., units:2 * units], gates[..., 3 * units:])
 
+    # `keep` is an argument, not a value the function closes over: JAX's
+    # custom gradient cannot close over values of an enclosing trace (a
+    # `lax.cond` branch's, as in `jax_cudnn_bidirectional`).
     @ops.custom_gradient
-    def loop(step_inputs, recurrent_kernels, biases):
+    def loop(step_inputs, keep, recurrent_kernels, biases):
         zeros = ops.zeros_like(step_inputs[0, ..., :units])  # [N,B,D]
 
         def step(carry, step_input):
@@ -207,11 +217,11 @@ def _masked_lstm_loop(step_inputs, keep, recurrent_kernels, biases):
             )
             d_kernels = ops.einsum("tnbd,tnbg->ndg", previous_h, dzs)
             d_biases = ops.sum(dzs, axis=(0, 2))[:, None, :]
-            return dzs, d_kernels, d_biases
+            return dzs, None, d_kernels, d_biases
 
         return (outputs, hs[-1], cs[-1]), gradient
 
-    return loop(step_inputs, recurrent_kernels, biases)
+    return loop(step_inputs, keep, recurrent_kernels, biases)
 
 
 def lstm_gates(z, c, cell):
@@ -241,6 +251,104 @@ def _keras_takes_cudnn():
     return keras.backend.backend() == "tensorflow" and bool(
         keras.distribution.list_devices("gpu")
     )
+
+
+def _jax_takes_cudnn(bidirectional):
+    """Whether `jax_cudnn_bidirectional` runs here: the JAX backend on a GPU,
+    and neither direction built with `use_cudnn=False`."""
+    if keras.backend.backend() != "jax":
+        return False
+    layers = (bidirectional.forward_layer, bidirectional.backward_layer)
+    if any(getattr(layer, "use_cudnn", "auto") is False for layer in layers):
+        return False
+    import jax
+
+    return jax.default_backend() == "gpu"
+
+
+def cudnn_lstm_weights(bidirectional):
+    """The two LSTMs' weights as cuDNN's one flat float32 vector.
+
+    The layout of `jax.experimental.rnn` for one bidirectional layer with
+    double bias: W_ih and W_hh of the forward LSTM, then of the backward
+    one, then b_ih and b_hh of each. W_ih is Keras' `kernel` [E, 4D]
+    transposed, W_hh its `recurrent_kernel` [D, 4D] transposed, b_ih its
+    `bias` and b_hh zeros: Keras' gate order i, f, c, o is cuDNN's i, f,
+    g, o. Built from the variables at every call, so gradients reach the
+    layers' own weights.
+
+    Args:
+        bidirectional: a checked `keras.layers.Bidirectional` of two LSTMs.
+
+    Returns:
+        float32 [8·D·(E + D) + 16·D].
+    """
+    cells = (bidirectional.forward_layer.cell, bidirectional.backward_layer.cell)
+    matrices, biases = [], []
+    for cell in cells:
+        matrices += [
+            ops.reshape(ops.transpose(ops.cast(cell.kernel, "float32")), (-1,)),
+            ops.reshape(ops.transpose(ops.cast(cell.recurrent_kernel, "float32")), (-1,)),
+        ]
+        bias = ops.cast(cell.bias, "float32")
+        biases += [bias, ops.zeros_like(bias)]
+    return ops.concatenate(matrices + biases, axis=0)
+
+
+def jax_cudnn_bidirectional(bidirectional, inputs, mask, lstm):
+    """`bidirectional_lstm_scan` of a right-padded batch by cuDNN (JAX only).
+
+    One call of `lstm` (`jax.experimental.rnn.lstm`, cuDNN's kernel and
+    its backward on a GPU) runs both directions over each row's first
+    `sum(mask)` steps: the forward LSTM from step 0, the backward one from
+    the row's last read step, which is `Bidirectional`'s masked result when
+    the mask has no holes. A batch with a row with holes takes the scan
+    instead (`ops.cond`, decided at run time, as Keras' TensorFlow LSTM
+    checks before its cuDNN kernel). The kernel takes float32 only: the
+    inputs and weights go in as float32 (matmuls in TF32 on the GPU) and
+    the results come back in the layer's compute dtype. A row with no
+    read step runs one step for the kernel (cuDNN wants lengths >= 1)
+    whose output and state are then zeroed, as the scan leaves them.
+
+    Args:
+        bidirectional: a checked `keras.layers.Bidirectional` of two LSTMs.
+        inputs: float [B, T, E].
+        mask: bool [B, T].
+        lstm: `jax.experimental.rnn.lstm`, or a function of the same
+            arguments (the tests pass JAX's reference `lstm_ref` through
+            it, which runs on a CPU).
+
+    Returns:
+        As `bidirectional_lstm_scan`: `(forward, backward, states)`.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    dtype = bidirectional.compute_dtype
+    units = bidirectional.forward_layer.cell.units
+    mask = ops.cast(mask, "bool")
+    lengths = ops.sum(ops.cast(mask, "int32"), axis=1)
+    steps = ops.arange(ops.shape(mask)[1], dtype="int32")
+    prefix = ops.all(ops.equal(mask, steps[None, :] < lengths[:, None]))
+
+    def by_cudnn(inputs, mask):
+        batch = ops.shape(inputs)[0]
+        zeros = jnp.zeros((2, batch, units), "float32")
+        y, h, c = lstm(
+            ops.cast(inputs, "float32"), zeros, zeros, cudnn_lstm_weights(bidirectional),
+            ops.maximum(lengths, 1), input_size=inputs.shape[-1], hidden_size=units,
+            num_layers=1, dropout=0.0, bidirectional=True,
+        )
+        y = ops.cast(ops.where(mask[..., None], y, 0.0), dtype)
+        read = (lengths > 0)[None, :, None]
+        h = ops.cast(ops.where(read, h, 0.0), dtype)
+        c = ops.cast(ops.where(read, c, 0.0), dtype)
+        return y[..., :units], y[..., units:], (h[0], c[0], h[1], c[1])
+
+    def by_scan(inputs, mask):
+        return bidirectional_lstm_scan(bidirectional, inputs, mask)
+
+    return jax.lax.cond(prefix, by_cudnn, by_scan, inputs, mask)
 
 
 def _check_layer(bidirectional):

@@ -98,6 +98,8 @@ class DiscourseSummarizer(Summarizer):
     `Bidirectional(LSTM)` math with the two directions in one loop and the
     input projections of every step computed before it, from the weights
     of `word_encoder` and `section_encoder` (the layers that hold them).
+    With a GPU visible, the "paper" word encoder runs cuDNN's LSTM kernel
+    instead, one call for both directions (`use_cudnn`).
 
     Copying. `source_extended_ids` [B,P,T] gives every source word's id in
     the extended vocabulary V + `num_oov` (ids >= V name the example's
@@ -139,6 +141,12 @@ class DiscourseSummarizer(Summarizer):
         section_encoding: `"paper"`, `"carry"` or `"concatenated"`: what
             the word-level BiLSTM reads (see Encoder). The weights are the
             same in every mode.
+        use_cudnn: True (default) or False. With True and a GPU
+            visible, the "paper" word encoder (right-padded sections) runs
+            cuDNN's LSTM kernel: under TensorFlow through Keras' layer,
+            under JAX through `jax.experimental.rnn.lstm`, in float32 (see
+            `bidirectional_lstm_scan`). False keeps the scan everywhere.
+            Same weights and math either way; no effect without a GPU.
         pad_id, bos_id, eos_id: special ids.
 
     Inputs (dict):
@@ -187,6 +195,7 @@ class DiscourseSummarizer(Summarizer):
         section_weighting="scores",
         unk_id=UNK_ID,
         section_encoding="paper",
+        use_cudnn=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -201,7 +210,14 @@ class DiscourseSummarizer(Summarizer):
                 f"{section_encoding!r}. \"paper\" encodes each section alone "
                 "(Cohan et al. §2); see the DiscourseSummarizer docstring."
             )
+        if not isinstance(use_cudnn, bool):
+            raise ValueError(
+                f"{self.name}: `use_cudnn` must be True or False, received "
+                f"{use_cudnn!r}. True runs the \"paper\" word encoder by cuDNN's "
+                "LSTM kernel where a GPU is visible; False always runs the scan."
+            )
         self.section_encoding = section_encoding
+        self.use_cudnn = use_cudnn
         self.vocabulary_size = vocabulary_size
         self.hidden_dim = hidden_dim
         self.embedding_dim = embedding_dim
@@ -212,7 +228,8 @@ class DiscourseSummarizer(Summarizer):
         dtype = self.dtype_policy
 
         def lstm(**options):
-            return keras.layers.LSTM(hidden_dim, dtype=dtype, **options)
+            return keras.layers.LSTM(
+                hidden_dim, dtype=dtype, use_cudnn="auto" if use_cudnn else False, **options)
 
         self.token_embedding = keras.layers.Embedding(
             vocabulary_size, embedding_dim, dtype=dtype, name="token_embedding"
@@ -697,6 +714,7 @@ class DiscourseSummarizer(Summarizer):
                 "section_weighting": self.section_weighting,
                 "unk_id": self.unk_id,
                 "section_encoding": self.section_encoding,
+                "use_cudnn": self.use_cudnn,
             }
         )
         return config

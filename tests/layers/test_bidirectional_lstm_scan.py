@@ -205,3 +205,99 @@ def test_unsupported_layers_are_refused_with_the_reason():
         bidirectional_lstm_scan(gru, inputs, mask)
     with pytest.raises(ValueError, match=r"\[B,T,E\]"):
         bidirectional_lstm_scan(bidirectional(), inputs[0], mask[0])
+
+
+# cuDNN under JAX: `jax_cudnn_bidirectional` with JAX's reference LSTM
+# (`jax.experimental.rnn.lstm_ref`, what JAX's own tests hold its cuDNN
+# kernel to) in place of the kernel, which needs a GPU.
+
+def reference_lstm(x, h_0, c_0, weights, seq_lengths, *, input_size, hidden_size, num_layers,
+                   dropout, bidirectional):
+    """`jax.experimental.rnn.lstm`'s arguments, run by `lstm_ref` on the
+    weights unpacked from cuDNN's flat layout."""
+    from jax.experimental import rnn
+
+    unpacked = rnn.unpack_lstm_weights(weights, input_size, hidden_size, num_layers,
+                                       bidirectional)
+    return rnn.lstm_ref(x, h_0, c_0, *unpacked, seq_lengths, input_size, hidden_size,
+                        num_layers, dropout, bidirectional)
+
+
+def by_cudnn_layout(layer, mask):
+    from keras_hsum.layers.bidirectional_lstm_scan import jax_cudnn_bidirectional
+
+    return lambda x: jax_cudnn_bidirectional(layer, x, mask, reference_lstm)
+
+
+RIGHT_PADDED = np.arange(6)[None, :] < np.array([[4], [6], [0], [2]])
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="jax.experimental.rnn is JAX's")
+def test_cudnn_layout_gives_keras_outputs_and_states():
+    # Right padded with a full row and an empty one (cuDNN wants lengths >= 1).
+    from jax.experimental import rnn
+
+    layer = bidirectional()
+    inputs, _ = sequences()
+    weights = by_cudnn_weights(layer)
+    assert weights.shape == (rnn.get_num_params_in_lstm(4, UNITS, 1, True),)
+    got = jit(by_cudnn_layout(layer, RIGHT_PADDED))(inputs)
+    want = keras_reference(layer, inputs, RIGHT_PADDED)
+    for value, reference in zip(got[:2] + tuple(got[2]), want[:2] + tuple(want[2]), strict=True):
+        np.testing.assert_allclose(ops.convert_to_numpy(value), ops.convert_to_numpy(reference),
+                                   atol=1e-5)
+
+
+def by_cudnn_weights(layer):
+    from keras_hsum.layers.bidirectional_lstm_scan import cudnn_lstm_weights
+
+    return ops.convert_to_numpy(cudnn_lstm_weights(layer))
+
+
+@pytest.mark.jax_slow
+@pytest.mark.skipif(BACKEND != "jax", reason="jax.experimental.rnn is JAX's")
+def test_cudnn_layout_gradients_reach_every_weight_as_keras_layers_do():
+    layer = bidirectional()
+    inputs, _ = sequences()
+    got = value_and_gradients(by_cudnn_layout(layer, RIGHT_PADDED), layer, inputs)
+    want = value_and_gradients(lambda x: keras_reference(layer, x, RIGHT_PADDED), layer, inputs)
+    assert_equal_results(got, want, atol=1e-5)
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="jax.experimental.rnn is JAX's")
+def test_cudnn_path_takes_the_scan_for_a_mask_with_holes():
+    # sequences()'s mask has a hole and leading masked steps: a kernel run
+    # over the first sum(mask) steps would differ from Keras there.
+    layer = bidirectional()
+    inputs, mask = sequences()
+    got = jit(by_cudnn_layout(layer, mask))(inputs)
+    want = keras_reference(layer, inputs, mask)
+    for value, reference in zip(got[:2] + tuple(got[2]), want[:2] + tuple(want[2]), strict=True):
+        np.testing.assert_allclose(ops.convert_to_numpy(value), ops.convert_to_numpy(reference),
+                                   atol=1e-5)
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="the JAX path")
+def test_right_padded_calls_take_cudnn_only_on_a_gpu_and_unless_refused(monkeypatch):
+    import jax
+
+    from keras_hsum.layers import bidirectional_lstm_scan as module
+
+    layer = bidirectional()
+    inputs, _ = sequences()
+    assert jax.default_backend() != "gpu" and not module._jax_takes_cudnn(layer)
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    assert module._jax_takes_cudnn(layer)
+    calls = []
+    monkeypatch.setattr(module, "jax_cudnn_bidirectional",
+                        lambda *args: calls.append(args) or bidirectional_lstm_scan(*args[:3]))
+    bidirectional_lstm_scan(layer, inputs, RIGHT_PADDED, right_padded=True)
+    assert len(calls) == 1 and calls[0][3] is __import__("jax.experimental.rnn").experimental.rnn.lstm
+    # Not declared right padded, another backward sequence, or a layer built
+    # with use_cudnn=False: the scan.
+    bidirectional_lstm_scan(layer, inputs, RIGHT_PADDED)
+    bidirectional_lstm_scan(layer, inputs, RIGHT_PADDED, backward_inputs=inputs,
+                            right_padded=True)
+    assert len(calls) == 1
+    refused = bidirectional(use_cudnn=False)
+    assert not module._jax_takes_cudnn(refused)

@@ -6,6 +6,7 @@ padding, save/reload (and reloading a config saved before
 import json
 import zipfile
 
+import keras
 import numpy as np
 import pytest
 
@@ -622,3 +623,57 @@ def test_memorizes_eight_real_examples(vocabulary, real_examples):
         loss=recipe.loss(config), learning_rate=5e-3, seed=0,
     )
     assert accuracy >= 0.95, accuracy
+
+
+@pytest.mark.jax_slow  # the model's gradient compiled twice by XLA under JAX
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="the JAX cuDNN path")
+def test_cudnn_word_encoder_under_jax_gives_the_scans_loss_and_gradients(monkeypatch):
+    """As on a GPU: the "paper" word encoder by `jax_cudnn_bidirectional`,
+    with JAX's reference LSTM (`jax.experimental.rnn.lstm_ref`, what JAX
+    holds its cuDNN kernel to) in place of the kernel; the loss and every
+    weight's gradient equal those of `use_cudnn=False` (the scan) on the
+    same weights: short and padded sections, coverage on. The word mask is
+    right padded (the structurer's); a row with holes takes the scan."""
+    import jax
+    from jax.experimental import rnn
+
+    from keras_hsum.layers import bidirectional_lstm_scan as module
+
+    def reference_lstm(x, h_0, c_0, weights, seq_lengths, *, input_size, hidden_size,
+                       num_layers, dropout, bidirectional):
+        unpacked = rnn.unpack_lstm_weights(weights, input_size, hidden_size, num_layers,
+                                           bidirectional)
+        return rnn.lstm_ref(x, h_0, c_0, *unpacked, seq_lengths, input_size, hidden_size,
+                            num_layers, dropout, bidirectional)
+
+    inputs = random_inputs()
+    scanned = small_model(use_cudnn=False)
+    scanned.set_coverage_weight(0.5)
+    scanned(inputs)
+    want = loss_and_gradients(scanned, inputs)
+    model = small_model()
+    model.set_coverage_weight(0.5)
+    model(inputs)
+    model.set_weights(scanned.get_weights())
+    calls = []
+    kernel = module.jax_cudnn_bidirectional
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    monkeypatch.setattr(module, "jax_cudnn_bidirectional",
+                        lambda *args: calls.append(1) or kernel(*args[:3], reference_lstm))
+    got = loss_and_gradients(model, inputs)
+    assert calls, "the word encoder did not take the cuDNN path"
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+    for variable, grad, reference in zip(model.trainable_variables, got[1], want[1],
+                                         strict=True):
+        np.testing.assert_allclose(grad, reference, atol=2e-5, rtol=1e-4, err_msg=variable.path)
+
+
+def test_use_cudnn_round_trips_and_is_checked():
+    config = small_model(use_cudnn=False).get_config()
+    assert config["use_cudnn"] is False
+    restored = DiscourseSummarizer.from_config(config)
+    assert restored.use_cudnn is False
+    assert restored.word_encoder.forward_layer.use_cudnn is False
+    assert small_model().word_encoder.backward_layer.use_cudnn == "auto"
+    with pytest.raises(ValueError, match="`use_cudnn` must be True or False, received 'auto'"):
+        small_model(use_cudnn="auto")
