@@ -142,8 +142,14 @@ class ExampleFeatures:
         `make_dataset` skips them.
 
     Example:
-    >>> features = ExampleFeatures(ExampleStructure("sections", 8, 32, 40), vocabulary)
-    >>> [(example_id, arrays)] = list(features([example]))
+    >>> from keras_hsum.data import Vocabulary, corpora, read_jsonl, sample_path
+    >>> vocabulary = Vocabulary.load(corpora.sample_tokenizer_path())
+    >>> examples = read_jsonl(sample_path("fewsum_amazon", "val"))
+    >>> structure = ExampleStructure("sections", 8, 32, 40)  # P, T, S
+    >>> example_id, arrays = next(ExampleFeatures(structure, vocabulary)(examples))
+    >>> example_id, {name: array.shape for name, array in arrays.items()}
+    ('amazon-B007I8G8A8', {'tokens': (8, 32), 'token_mask': (8, 32),
+     'paragraph_mask': (8,), 'document_ids': (8,), 'target': (40,)})
     """
 
     def __init__(self, structure, vocabulary):

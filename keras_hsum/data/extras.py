@@ -68,6 +68,8 @@ def declare_features(**specs):
     >>> @declare_features(graph=("float32", ("P", "P")))
     ... def similarity_graph(example, structured):
     ...     ...
+    >>> similarity_graph.feature_spec["graph"]
+    Feature(dtype='float32', axes=('P', 'P'), padding=None, mask_of=None)
     """
     normalised = {name: _spec(name, value) for name, value in specs.items()}
 

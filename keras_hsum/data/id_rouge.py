@@ -236,9 +236,14 @@ def rouge_n(candidates, references, n, base):
         their harmonic mean (F1); 0 where a side has no n-gram.
 
     Example:
-    >>> ids = tf.ragged.constant([[5, 6, 7], [7, 8]], tf.int64)
-    >>> rouge_n(ids, tf.ragged.constant([[5, 6, 8]], tf.int64), 1, 10).recall
-    <tf.Tensor: shape=(1, 2), dtype=float64, numpy=array([[0.6667, 0.3333]])>
+    >>> import tensorflow as tf
+    >>> rows = tf.ragged.constant([[5, 6, 7], [7, 8]], tf.int64)  # P = 2
+    >>> summary = tf.ragged.constant([[5, 6, 8]], tf.int64)  # R = 1
+    >>> scores = rouge_n(rows, summary, n=1, base=10)
+    >>> scores.recall.shape  # [R, P]
+    TensorShape([1, 2])
+    >>> np.round(scores.recall.numpy(), 4), np.round(scores.precision.numpy(), 4)
+    (array([[0.6667, 0.3333]]), array([[0.6667, 0.5   ]]))
     """
     reference = _reference(references, n, base)
     keys = ngram_keys(candidates, n, base)

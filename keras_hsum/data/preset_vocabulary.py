@@ -125,11 +125,18 @@ class PresetVocabulary:
         space_before_sentences: the structurer tokenizes a paragraph's
             later sentences with a leading space (BPE).
 
-    Example:
-    >>> vocab = PresetVocabulary.from_preset("bart_base_en")
-    >>> ids = vocab.encode("Hierarchical transformers summarize.")
-    >>> vocab.decode(ids)
-    'Hierarchical transformers summarize.'
+    Example (a hub preset needs the network: `from_preset("bart_base_en")`;
+    here a T5 tokenizer on a small SentencePiece model made on the spot):
+    >>> import keras_hub
+    >>> from keras_hsum.data import Vocabulary
+    >>> spm = Vocabulary.train(["The cat sat on the mat.", "Dogs bark."] * 10,
+    ...                        vocabulary_size=40)
+    >>> vocab = PresetVocabulary(keras_hub.models.T5Tokenizer(proto=spm.proto))
+    >>> vocab.kind, vocab.pad_id, vocab.bos_id, vocab.eos_id, vocab.paragraph_id
+    ('t5', 0, 0, 3, None)
+    >>> ids = vocab.encode("The cat sat.")
+    >>> ids == spm.encode("The cat sat."), vocab.decode(ids)
+    (True, 'The cat sat.')
     """
 
     def __init__(self, tokenizer):

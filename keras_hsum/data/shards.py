@@ -178,10 +178,21 @@ class ShardWriter:
         path: the shard's final path.
         specs: `{name: Feature}`.
 
-    Example:
-    >>> with ShardWriter(path, structure.specs) as writer:
-    ...     for example_id, features in ExampleFeatures(structure, vocabulary)(examples):
-    ...         writer.write(example_id, features)
+    Example (`keras-hsum preprocess` writes `ExampleFeatures(structure,
+    vocabulary)(examples)` with `structure.specs`; here one hand-made
+    feature):
+    >>> import tensorflow as tf
+    >>> from keras_hsum.features import Feature
+    >>> specs = {"tokens": Feature("int32", ("P", "T"))}
+    >>> path = shard_name(0, 1)  # in the working directory
+    >>> with ShardWriter(path, specs) as writer:
+    ...     writer.write("doc-1", {"tokens": np.array([[5, 6, 7], [8, 0, 0]])})
+    >>> path, writer.examples
+    ('shard-00000-of-00001.tfrecord', 1)
+    >>> record = next(iter(tf.data.TFRecordDataset(path)))
+    >>> parsed = parse_function(specs)(record)  # one example, no batch axis
+    >>> parsed["example_id"].numpy(), parsed["tokens"].numpy().tolist()
+    (b'doc-1', [[5, 6, 7], [8, 0, 0]])
     """
 
     def __init__(self, path, specs):

@@ -156,11 +156,20 @@ class TextStructurer(tf.Module):
         the order used). An example without text gives all padding.
 
     Example:
-    >>> structurer = TextStructurer(vocabulary.proto, "paragraphs", 8, 48)
-    >>> features = structurer(tf.constant([["First paragraph.\\n\\nSecond."]]),
-    ...                       title=tf.constant(["A title"]))
-    >>> features["tokens"].shape
-    TensorShape([1, 8, 48])
+    >>> import tensorflow as tf
+    >>> from keras_hsum.data import Vocabulary, corpora
+    >>> vocabulary = Vocabulary.load(corpora.sample_tokenizer_path())
+    >>> structurer = TextStructurer(vocabulary.proto, "paragraphs", 4, 8)
+    >>> features = structurer(  # B = 1 example of two documents
+    ...     tf.constant([["The room was clean.\\n\\nThe staff were friendly.",
+    ...                   "Breakfast was cold."]]),
+    ...     title=tf.constant(["Our stay"]))
+    >>> features["tokens"].shape  # [B,P,T]
+    TensorShape([1, 4, 8])
+    >>> features["paragraph_mask"].numpy(), features["document_ids"].numpy()
+    (array([[ True,  True,  True, False]]), array([[0, 0, 1, 0]], dtype=int32))
+    >>> features["unit_texts"].numpy()[0, :3].tolist()
+    [b'The room was clean.', b'The staff were friendly.', b'Breakfast was cold.']
     """
 
     def __init__(

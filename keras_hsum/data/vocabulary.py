@@ -60,10 +60,18 @@ class Vocabulary:
         proto: the serialized SentencePiece model (bytes).
 
     Example:
-    >>> vocab = Vocabulary.load("spm.model")
-    >>> ids = vocab.encode("Hierarchical transformers summarize.")
+    >>> vocab = Vocabulary.train(["The cat sat on the mat.", "Dogs bark."] * 10,
+    ...                          vocabulary_size=40)
+    >>> vocab.pad_id, vocab.bos_id, vocab.eos_id, vocab.paragraph_id
+    (0, 2, 3, 5)
+    >>> ids = vocab.encode("The cat sat.")
     >>> vocab.decode(ids)
-    'Hierarchical transformers summarize.'
+    'The cat sat.'
+    >>> from keras_hsum.data import corpora
+    >>> foreign = Vocabulary.load(corpora.sample_tokenizer_path())
+    >>> ids = foreign.encode("Hierarchical transformers summarize.")
+    >>> [foreign.id_to_piece(i) for i in ids[:3]], foreign.paragraph_id
+    (['▁Hi', 'er', 'arch'], None)
     """
 
     def __init__(self, proto):
