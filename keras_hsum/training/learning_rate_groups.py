@@ -32,12 +32,22 @@ class GroupedAdam(keras.optimizers.Adam):
             again).
         *args, **kwargs: `keras.optimizers.Adam`'s arguments.
 
-    Example:
-    >>> optimizer = GroupedAdam(learning_rate=1e-4, groups=[
-    ...     {"name": "pretrained", "scale": 0.1, "freeze_steps": 0},
-    ...     {"name": "pretrained_encoder", "scale": 0.1, "freeze_steps": 500}])
-    >>> optimizer.assign_group_variables(model.variable_groups())
-    >>> model.compile(optimizer=optimizer, loss=...)
+    Example (a backbone model gives its groups as `model.variable_groups()`,
+    e.g. `"pretrained"` and `"pretrained_encoder"`; then
+    `model.compile(optimizer=optimizer, ...)`):
+    >>> pretrained, head = keras.layers.Dense(2), keras.layers.Dense(2)
+    >>> model = keras.Sequential([keras.Input((3,)), pretrained, head])
+    >>> optimizer = GroupedAdam(learning_rate=0.1, groups=[
+    ...     {"name": "pretrained", "scale": 0.1, "freeze_steps": 1}])
+    >>> optimizer.assign_group_variables({"pretrained": pretrained.trainable_variables})
+    >>> for step in range(2):  # how far each kernel moves under a gradient of ones
+    ...     before = [ops.convert_to_numpy(d.kernel) for d in (pretrained, head)]
+    ...     optimizer.apply([ops.ones_like(v) for v in model.trainable_variables],
+    ...                     model.trainable_variables)
+    ...     print([round(float(np.max(b - ops.convert_to_numpy(d.kernel))), 4)
+    ...            for b, d in zip(before, (pretrained, head))])
+    [0.0, 0.1]
+    [0.01, 0.1]
     """
 
     def __init__(self, *args, groups=None, **kwargs):
