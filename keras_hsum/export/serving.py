@@ -22,11 +22,28 @@ exported there. A SavedModel loads and runs in a process that has only
 TensorFlow and the TF Text kernels (what `tensorflow/serving` has): no
 Keras, no keras_hsum.
 
-Example:
->>> module = SummarizerModule(model, structurer, beam_size=4, max_length=64)
->>> path = export_saved_model(module, "saved_models/pht")   # .../pht/1
->>> loaded = tf.saved_model.load(path)
->>> loaded.signatures["serving_default"](documents=tf.constant([["..."]]))
+Example (a small random PHT; a trained one exports the same way):
+>>> import tensorflow as tf
+>>> from keras_hsum.data import Vocabulary, corpora
+>>> from keras_hsum.models import ParallelHierarchicalTransformer
+>>> vocabulary = Vocabulary.load(corpora.sample_tokenizer_path())
+>>> structurer = TextStructurer(vocabulary.proto, "paragraphs", 4, 8)  # P, T
+>>> model = ParallelHierarchicalTransformer(
+...     vocabulary_size=vocabulary.vocabulary_size, hidden_dim=8, num_heads=2,
+...     intermediate_dim=16, num_encoder_layers=1, num_decoder_layers=1)
+>>> _ = model({"tokens": np.ones((1, 4, 8), "int32"),  # builds it
+...            "decoder_tokens": np.full((1, 2), vocabulary.bos_id)})
+>>> module = SummarizerModule(model, structurer, SearchOptions(beam_size=2, max_length=5))
+>>> path = export_saved_model(module, "saved_models/pht")
+>>> path, sorted(os.listdir("saved_models"))
+('saved_models/pht/1', ['models.config', 'pht'])
+>>> serve = tf.saved_model.load(path).signatures["serving_default"]
+>>> outputs = serve(documents=tf.constant(  # B = 1 request of one document
+...     [["The room was clean.\\n\\nThe staff were friendly."]]))
+>>> outputs["summary"].shape, outputs["paragraph_attention"].shape  # [B], [B,P]
+(TensorShape([1]), TensorShape([1, 4]))
+>>> outputs["paragraphs"].numpy()[0, :2].tolist()
+[b'The room was clean.', b'The staff were friendly.']
 """
 
 import functools
