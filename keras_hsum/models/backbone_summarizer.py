@@ -359,11 +359,30 @@ class BackboneSummarizer(Summarizer):
     tokenizer puts no separator between the paragraphs, so the attention
     cannot be split among them).
 
-    Example:
-        >>> backbone = keras_hub.models.BartBackbone.from_preset("bart_base_en")
+    Example (a pretrained one: `BackboneSummarizer.from_preset("bart_base_en",
+    pad_id=1, bos_id=2, eos_id=2)`; here a small random BART):
+        >>> import keras_hub
+        >>> backbone = keras_hub.models.BartBackbone(
+        ...     vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
+        ...     intermediate_dim=16, max_sequence_length=16)
         >>> model = BackboneSummarizer(backbone, pad_id=1, bos_id=2, eos_id=2)
-        >>> # or: BackboneSummarizer.from_preset("bart_base_en", pad_id=1, ...)
-        >>> out = keras_hsum.decoding.beam_search(model, batch, beam_size=4)
+        >>> tokens = np.random.default_rng(0).integers(4, 50, (2, 10))  # [B,N]
+        >>> decoder_tokens = np.full((2, 3), 2)  # [B,S]
+        >>> logits = model({"tokens": tokens, "decoder_tokens": decoder_tokens})
+        >>> tuple(logits.shape)  # [B,S,V]
+        (2, 3, 50)
+        >>> hidden = backbone({  # the bare backbone, its tied LM head
+        ...     "encoder_token_ids": tokens, "encoder_padding_mask": tokens != 1,
+        ...     "decoder_token_ids": decoder_tokens,
+        ...     "decoder_padding_mask": decoder_tokens != 1,
+        ... })["decoder_sequence_output"]
+        >>> embeddings = ops.convert_to_numpy(backbone.token_embedding.embeddings)
+        >>> np.allclose(logits, ops.convert_to_numpy(hidden) @ embeddings.T, atol=1e-5)
+        True
+        >>> from keras_hsum.decoding import beam_search
+        >>> out = beam_search(model, {"tokens": tokens}, beam_size=3, max_length=5)
+        >>> tuple(out["sequences"].shape)  # [B,K,L]
+        (2, 3, 5)
 
     References:
         Lewis et al. (2020), BART: Denoising Sequence-to-Sequence

@@ -51,8 +51,23 @@ class SummarizerEnsemble(Summarizer):
     train its members separately.
 
     Example:
-        >>> ensemble = SummarizerEnsemble([model_a, model_b])
-        >>> out = beam_search(ensemble, batch, beam_size=4, max_length=64)
+        >>> def small_model():
+        ...     return FlatTransformer(vocabulary_size=20, hidden_dim=8, num_heads=2,
+        ...                            intermediate_dim=16, num_encoder_layers=1,
+        ...                            num_decoder_layers=1)
+        >>> batch = {"tokens": np.random.default_rng(0).integers(4, 20, (2, 9)),
+        ...          "decoder_tokens": np.full((2, 3), 2)}
+        >>> model_a, model_b = small_model(), small_model()
+        >>> p_a, p_b = (ops.convert_to_numpy(ops.softmax(m(batch))) for m in (model_a, model_b))
+        >>> ensemble = SummarizerEnsemble([model_a, model_b], member_weights=[3, 1])
+        >>> log_probs = ops.convert_to_numpy(ensemble(batch))  # [B,S,V]
+        >>> np.allclose(np.exp(log_probs), 0.75 * p_a + 0.25 * p_b, atol=1e-6)
+        True
+        >>> from keras_hsum.decoding import beam_search
+        >>> out = beam_search(ensemble, {"tokens": batch["tokens"]}, beam_size=3,
+        ...                   max_length=4)
+        >>> tuple(out["sequences"].shape)  # [B,K,L]
+        (2, 3, 4)
     """
 
     def __init__(self, members, member_weights=None, **kwargs):

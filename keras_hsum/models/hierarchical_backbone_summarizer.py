@@ -103,11 +103,29 @@ class HierarchicalBackboneSummarizer(BackboneSummarizer):
 
     Returns (call): float32 logits [B,S,V].
 
-    Example:
-        >>> backbone = keras_hub.models.BartBackbone.from_preset("bart_base_en")
+    Example (a pretrained backbone: `keras_hub.models.BartBackbone.from_preset(
+    "bart_base_en")`; here a small random BART):
+        >>> import keras_hub
+        >>> backbone = keras_hub.models.BartBackbone(
+        ...     vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
+        ...     intermediate_dim=16, max_sequence_length=16)
         >>> model = HierarchicalBackboneSummarizer(
         ...     backbone, parallel_cross_attention=True, pad_id=1, bos_id=2, eos_id=2)
-        >>> out = keras_hsum.decoding.beam_search(model, batch, beam_size=5)
+        >>> tokens = np.random.default_rng(0).integers(4, 50, (2, 3, 5))  # [B,P,T]
+        >>> decoder_tokens = np.full((2, 4), 2)  # [B,S]
+        >>> tuple(model({"tokens": tokens, "decoder_tokens": decoder_tokens}).shape)
+        (2, 4, 50)
+        >>> # The gates start closed: with P = 1 it computes what the backbone does.
+        >>> flat = BackboneSummarizer(backbone, pad_id=1, bos_id=2, eos_id=2)
+        >>> np.allclose(
+        ...     model({"tokens": tokens[:, :1], "decoder_tokens": decoder_tokens}),
+        ...     flat({"tokens": tokens[:, 0], "decoder_tokens": decoder_tokens}),
+        ...     atol=1e-5)
+        True
+        >>> from keras_hsum.decoding import beam_search
+        >>> out = beam_search(model, {"tokens": tokens}, beam_size=3, max_length=5)
+        >>> tuple(out["aux"]["paragraph_attention"].shape)  # [B,K,L,P]
+        (2, 3, 5, 3)
 
     References:
         Liu & Lapata (2019), Hierarchical Transformers for Multi-Document
