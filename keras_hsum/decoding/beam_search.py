@@ -819,10 +819,21 @@ def beam_search(
         int32 [B,K], `aux` dict name → [B,K,L,...] (e.g.
         `paragraph_attention` [B,K,L,P]; zeros after EOS). See `search`.
 
-    Example:
+    Example (a small random model; a trained one decodes the same way):
         >>> from keras_hsum.decoding import beam_search, LengthNormalization, NgramBlocking
-        >>> out = beam_search(model, batch, beam_size=5, max_length=200,
+        >>> from keras_hsum.models import FlatTransformer
+        >>> model = FlatTransformer(vocabulary_size=20, hidden_dim=8, num_heads=2,
+        ...                         intermediate_dim=16, num_encoder_layers=1,
+        ...                         num_decoder_layers=1)
+        >>> tokens = np.random.default_rng(0).integers(4, 20, (2, 12))  # [B,N]
+        >>> _ = model({"tokens": tokens, "decoder_tokens": np.full((2, 2), 2)})  # builds it
+        >>> out = beam_search(model, {"tokens": tokens}, beam_size=3, max_length=6,
         ...                   terms=[LengthNormalization(), NgramBlocking(3)])
+        >>> {name: tuple(value.shape) for name, value in out.items() if name != "aux"}
+        {'sequences': (2, 3, 6), 'scores': (2, 3), 'log_probs': (2, 3), 'lengths': (2, 3)}
+        >>> scores = ops.convert_to_numpy(out["scores"])
+        >>> bool((scores[:, :-1] >= scores[:, 1:]).all())  # best first
+        True
         >>> best = out["sequences"][:, 0]  # [B,L]
     """
     terms = _term_list(terms, "beam_search")
@@ -876,10 +887,23 @@ def sample_search(model, inputs, *, num_samples=8, max_length=100, terms=(),
         untempered model plus the terms, best first), `log_probs`,
         `lengths` [B,K], `aux` name → [B,K,L,...].
 
-    Example:
-        >>> out = sample_search(model, batch, num_samples=16, epsilon=0.02,
-        ...                     max_length=64, seed=1)
-        >>> best = mbr_rerank(out, eos_id=model.eos_id)["sequences"][:, 0]
+    Example (a small random model; a trained one samples the same way):
+        >>> from keras_hsum.decoding import mbr_rerank, sample_search
+        >>> from keras_hsum.models import FlatTransformer
+        >>> model = FlatTransformer(vocabulary_size=20, hidden_dim=8, num_heads=2,
+        ...                         intermediate_dim=16, num_encoder_layers=1,
+        ...                         num_decoder_layers=1)
+        >>> batch = {"tokens": np.random.default_rng(0).integers(4, 20, (2, 12))}
+        >>> _ = model(dict(batch, decoder_tokens=np.full((2, 2), 2)))  # builds it
+        >>> out = sample_search(model, batch, num_samples=4, epsilon=0.02,
+        ...                     max_length=6, seed=1)
+        >>> tuple(out["sequences"].shape)  # [B,K,L]
+        (2, 4, 6)
+        >>> again = sample_search(model, batch, num_samples=4, epsilon=0.02,
+        ...                       max_length=6, seed=1)
+        >>> np.array_equal(out["sequences"], again["sequences"])  # the seed fixes the draws
+        True
+        >>> best = mbr_rerank(out, eos_id=model.eos_id)["sequences"][:, 0]  # [B,L]
     """
     sampling = Sampling(temperature=temperature, top_k=top_k, top_p=top_p,
                         epsilon=epsilon, seed=seed)

@@ -36,10 +36,17 @@ def compress_paragraphs(inputs, eta_hat, keep, keys=None, pair_keys=(GRAPH,)):
         [B,keep], graphs [B,keep,keep]); the other entries unchanged. Also
         `kept_paragraphs` int32 [B,keep], the original indices (ascending).
 
-    Example:
-        >>> eta_hat = predictor({"paragraph_embeddings": memory["paragraph_memory"],
-        ...                      "paragraph_mask": batch["paragraph_mask"]})
-        >>> batch = compress_paragraphs(batch, eta_hat, keep=20)
+    Example (in PHT, η̂ is an `AttentionPredictor`'s on the encoder's
+    `paragraph_memory`; here it is given):
+        >>> tokens = np.array([[[11, 12], [21, 22], [31, 0], [0, 0]]])  # [B,P,T]
+        >>> batch = {"tokens": tokens, "paragraph_mask": (tokens != 0).any(-1)}
+        >>> eta_hat = np.array([[0.1, 0.5, 0.3, 0.9]])  # [B,P]
+        >>> compressed = compress_paragraphs(batch, eta_hat, keep=2)
+        >>> # The top 2 real paragraphs, in their order; the padded 4th ranks last.
+        >>> ops.convert_to_numpy(compressed["kept_paragraphs"]).tolist()
+        [[1, 2]]
+        >>> ops.convert_to_numpy(compressed["tokens"]).tolist()  # [B,keep,T]
+        [[[21, 22], [31, 0]]]
     """
     if keys is None:
         keys = PARAGRAPH_FEATURES
