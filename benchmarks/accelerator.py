@@ -747,29 +747,14 @@ def floor(model, length):
 
 def keras_hub_beam(model, length):
     """keras-hub's BeamSampler over the same `model.step` and static cache
-    as ours (benchmarks/decode.py's peer)."""
-    from keras import ops
-    from keras_hub.samplers import BeamSampler
-
+    as ours (benchmarks/decode.py's peer, `decode.keras_hub_search`; the
+    sampler's JAX loop carries the weights, as keras-hub's CausalLM.generate
+    does)."""
     import decode as decode_benchmark
 
-    sampler = BeamSampler(num_beams=BEAMS, return_all_beams=True)
-
     def decode(inputs):
-        static, state = decode_benchmark.peer_caches(model, model.encode(inputs), length)
-        batch = ops.shape(inputs["tokens"])[0]
-        prompt = ops.concatenate([ops.full((batch, 1), model.bos_id, "int32"),
-                                  ops.zeros((batch, length), "int32")], axis=1)
-        mask = ops.broadcast_to(ops.arange(length + 1)[None, :] == 0, ops.shape(prompt))
-
-        def next_fn(prompt, cache, index):
-            ids = ops.take(prompt, index - 1, axis=1)
-            logits, (_, cache), _ = model.step(ids, index - 1, (static, cache))
-            return logits, None, cache
-
-        # model=model: the sampler's JAX loop carries the weights through its
-        # own StatelessScope (as keras-hub's CausalLM.generate does).
-        return sampler(next_fn, prompt, cache=state, index=1, mask=mask, model=model)[0]
+        return decode_benchmark.keras_hub_search(model, inputs, length, beams=BEAMS,
+                                                 carry_weights=True)
 
     return decode
 

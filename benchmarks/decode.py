@@ -117,43 +117,64 @@ def ours(model, inputs, length=LENGTH):
     return decode
 
 
-def peer_caches(model, memory, length, repeated=False):
+def peer_caches(model, memory, length, repeated=False, beams=BEAMS):
     """The peers' `(static, state)`: the static cache `beam_search` reads
-    (`model.beam_cache`, rows b·K + k; PHT's memory shared by the K beams;
-    `repeated`: the memory repeated K times, the base `Summarizer.beam_cache`,
+    (`model.beam_cache` for K = `beams`, rows b·K + k; PHT's memory shared
+    by the K beams; `repeated`: the memory repeated K times, the base
+    `Summarizer.beam_cache`,
     what the peers read before `--paper-sizes`) and the state of ONE
     hypothesis per example, which the peers tile."""
     from keras_hsum.models.summarizer import Summarizer
 
     beam_cache = Summarizer.beam_cache if repeated else type(model).beam_cache
-    static, _ = beam_cache(model, memory, length, BEAMS)
+    static, _ = beam_cache(model, memory, length, beams)
     _, state = model.initial_cache(memory, length)
     return static, state
 
 
-def keras_hub_beam(model, inputs, length=LENGTH, repeated=False):
-    import tensorflow as tf
+def keras_hub_search(model, inputs, length=LENGTH, repeated=False, beams=BEAMS,
+                     carry_weights=False):
+    """keras-hub's `BeamSampler(beams)` over `model.step`, driven as
+    keras-hub's CausalLM drives it: a prompt of BOS then `length` zeros
+    (mask: only BOS is given), `next(prompt, cache, index)` feeding the
+    token at index - 1 to `model.step` with the static cache of
+    `peer_caches` (the sampler tiles the per-hypothesis state K times).
+    `carry_weights`: pass the model to the sampler, whose JAX loop then
+    carries the weights through its own StatelessScope (as
+    `CausalLM.generate` does; no effect under TensorFlow). Trace it inside
+    a `jax.jit` or `tf.function(jit_compile=True)`.
+
+    Args:
+        inputs: the model's feature dict, batch B (`inputs["tokens"]`).
+
+    Returns:
+        int32 [B, beams, length + 1]: every beam, best first, BOS first.
+    """
     from keras import ops
     from keras_hub.samplers import BeamSampler
 
-    sampler = BeamSampler(num_beams=BEAMS, return_all_beams=True)
+    static, state = peer_caches(model, model.encode(inputs), length, repeated, beams)
+    batch = ops.shape(inputs["tokens"])[0]
+    prompt = ops.concatenate([ops.full((batch, 1), model.bos_id, "int32"),
+                              ops.zeros((batch, length), "int32")], axis=1)
+    mask = ops.broadcast_to(ops.arange(length + 1)[None, :] == 0, ops.shape(prompt))
+
+    def next_fn(prompt, cache, index):
+        ids = ops.take(prompt, index - 1, axis=1)
+        logits, (_, cache), _ = model.step(ids, index - 1, (static, cache))
+        return logits, None, cache
+
+    sampler = BeamSampler(num_beams=beams, return_all_beams=True)
+    return sampler(next_fn, prompt, cache=state, index=1, mask=mask,
+                   model=model if carry_weights else None)[0]
+
+
+def keras_hub_beam(model, inputs, length=LENGTH, repeated=False):
+    import tensorflow as tf
 
     @tf.function(jit_compile=True)
     def decode(inputs):
-        static, state = peer_caches(model, model.encode(inputs), length, repeated)  # the sampler tiles state
-        batch = ops.shape(inputs["tokens"])[0]
-        prompt = ops.concatenate([ops.full((batch, 1), model.bos_id, "int32"),
-                                  ops.zeros((batch, length), "int32")], axis=1)
-        mask = ops.arange(length + 1)[None, :] == 0
-
-        def next(prompt, cache, index):
-            ids = ops.take(prompt, index - 1, axis=1)
-            logits, (_, cache), _ = model.step(ids, index - 1, (static, cache))
-            return logits, None, cache
-
-        sequences, _ = sampler(next, prompt, cache=state, index=1,
-                               mask=ops.broadcast_to(mask, ops.shape(prompt)))
-        return sequences
+        return keras_hub_search(model, inputs, length, repeated)
 
     return decode
 

@@ -315,7 +315,6 @@ def paper_pht_figures(batch=1, beams=5, length=200, search_options=None):
     memory, untrained), driven as benchmarks/decode.py drives it: ours with
     GNMT length normalisation 0.6, trigram blocking and min_length = L."""
     import decode
-    from keras import ops
 
     from keras_hsum.decoding import LengthNormalization, NgramBlocking, beam_search
 
@@ -327,23 +326,8 @@ def paper_pht_figures(batch=1, beams=5, length=200, search_options=None):
                            terms=[LengthNormalization(0.6), NgramBlocking(3)],
                            **(search_options or {}))["sequences"]
 
-    def hub(inputs):
-        from keras_hub.samplers import BeamSampler
-
-        memory = model.encode(inputs)
-        static, _ = model.beam_cache(memory, length, beams)  # as decode.py's peers
-        _, state = model.initial_cache(memory, length)  # one row per example: tiled by the sampler
-        prompt = ops.concatenate([ops.full((batch, 1), model.bos_id, "int32"),
-                                  ops.zeros((batch, length), "int32")], axis=1)
-        mask = ops.broadcast_to(ops.arange(length + 1)[None, :] == 0, ops.shape(prompt))
-
-        def next_fn(prompt, cache, index):
-            ids = ops.take(prompt, index - 1, axis=1)
-            logits, (_, cache), _ = model.step(ids, index - 1, (static, cache))
-            return logits, None, cache
-
-        sampler = BeamSampler(num_beams=beams, return_all_beams=True)
-        return sampler(next_fn, prompt, cache=state, index=1, mask=mask)[0]
+    def hub(inputs):  # the static cache as decode.py's peers read it
+        return decode.keras_hub_search(model, inputs, length, beams=beams)
 
     return {"ours": loop_figures(_compiled_text(ours, inputs)),
             "keras-hub": loop_figures(_compiled_text(hub, inputs))}
