@@ -1399,6 +1399,9 @@ def decode_lines(decode):
              + ("static ÷ ours | static ids = ours | " if with_static else "")
              + "keras-hub ÷ ours | errors |",
              "|---|---|---|---|---|---|---|" + ("---|---|---|" if with_static else "") + "---|"]
+    def ratio(value):
+        return "—" if value is None else f"{value:.2f}×"
+
     for r in decode:
         errors = "; ".join(f"{m}: {r[f'{m}_error']}" for m, _ in decode_methods("static")
                            if f"{m}_error" in r)
@@ -1406,10 +1409,10 @@ def decode_lines(decode):
         if with_static:
             cells.append(fmt(r.get(f"{static}_s"), ".3f"))
         cells += [fmt(r.get("keras-hub BeamSampler_s"), ".3f"), fmt(r.get("floor_s"), ".3f"),
-                  fmt(r.get("ours_over_floor"), ".2f") + "×"]
+                  ratio(r.get("ours_over_floor"))]
         if with_static:
-            cells += [fmt(r.get("static_over_ours"), ".2f") + "×", r.get("static_equal", "—")]
-        cells += [fmt(r.get("keras_hub_over_ours"), ".2f") + "×", errors]
+            cells += [ratio(r.get("static_over_ours")), r.get("static_equal", "—")]
+        cells += [ratio(r.get("keras_hub_over_ours")), errors]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     lines.append("")
     return lines
