@@ -39,6 +39,13 @@ Needs only JAX, Keras, keras-hub and numpy (no TensorFlow): run it with
   seed (uint32 bits, and uint16 bits), and no dropout (the floor); median
   ms of each, its ratio to Keras', and the kept fraction (a wrong variant
   shows: it must be within 0.002 of 0.7).
+- `cudnn_lstm`: the discourse paper word encoder (a bidirectional LSTM,
+  cell 256, over 16·4 right-padded sections of 500 steps) by cuDNN's LSTM
+  kernel (`jax_cudnn_bidirectional`, what the discourse model runs where a
+  GPU is visible) against the scan: a float32 check of outputs, states and
+  gradients, then a jitted forward + backward of each under mixed_bfloat16
+  (benchmarks/cudnn_lstm.py). `train:discourse:bf16:use_cudnn=false` is the
+  whole step with the scan.
 - `profile:train:<recipe>` and `profile:decode:<model>`: a
   `jax.profiler` trace of 5 steps (or one decode per method) parsed into
   kernel time by class (matmul, attention, elementwise, reduction, copies,
@@ -118,9 +125,11 @@ DEFAULT_TASKS = (
     # PHT), attention dropout's random bits, the fused-attention variants, the
     # discourse step, then the anchor, profiles and the paper rows measured
     # once already.
-    "decode:pht:static", "decode:ht", "topk", "dropout",
+    "decode:pht:static", "decode:ht", "topk", "dropout", "cudnn_lstm",
     *(f"train:{name}:bf16:attention_dropout=0" for name in ("pht", "ht", "flat")),
-    "train:discourse:bf16",
+    # The discourse step with cuDNN's word encoder (the default where a GPU
+    # is visible), then with the scan it replaced.
+    "train:discourse:bf16", "train:discourse:bf16:use_cudnn=false",
     "profile:train:pht:attention_dropout=0", "profile:decode:pht",
     "anchor:xla", "anchor:flash",
     *(f"train:{name}:bf16" for name in ("pht", "ht", "flat")),
@@ -134,9 +143,10 @@ DEFAULT_TASKS = (
 # on the H200: 12.5 s at batch 1, 18.7 s at batch 8); profile:decode profiles
 # the static search too where it ran (four traces, not three).
 EXPECTED_S = {"train": 45, "decode": 90, "decode:static": 140, "profile:train": 30,
-              "profile:decode": 50, "anchor": 25, "topk": 15, "dropout": 15}
+              "profile:decode": 50, "anchor": 25, "topk": 15, "dropout": 15, "cudnn_lstm": 45}
 SMOKE_EXPECTED_S = {"train": 20, "decode": 30, "decode:static": 40, "profile:train": 10,
-                    "profile:decode": 15, "anchor": 10, "topk": 10, "dropout": 10}
+                    "profile:decode": 15, "anchor": 10, "topk": 10, "dropout": 10,
+                    "cudnn_lstm": 15}
 # --smoke: the tiny configs made smaller still, so that the CPU compiles fast.
 SMOKE_CHANGES = {
     "pht": dict(max_paragraphs=4, max_paragraph_tokens=16, max_target_length=16),
@@ -645,6 +655,37 @@ def measure_dropout(run, ctx):
         f"{r['variant']} {r['ms']:.3f} ms ({r['over_keras']:.2f}×, kept {r['kept_fraction']:.4f}"
         f"{'' if r['kept_ok'] else ' WRONG'})" for r in rows))
     return rows
+
+
+def measure_cudnn_lstm(run, ctx):
+    """`cudnn_lstm`: the discourse paper word encoder by cuDNN's LSTM kernel
+    (`jax_cudnn_bidirectional`) against the scan (benchmarks/cudnn_lstm.py):
+    the float32 check, then a jitted forward + backward of each under
+    mixed_bfloat16. Without a GPU the kernel is JAX's `lstm_ref`."""
+    import cudnn_lstm
+
+    result = cudnn_lstm.measure(smoke=ctx["smoke"], log=run.log)
+    return {"task": "cudnn_lstm", **result}
+
+
+def cudnn_lstm_lines(rows):
+    lines = ["Discourse word encoder (benchmarks/cudnn_lstm.py), jitted forward + backward:", "",
+             "| rows × steps, E, D | kernel | float32 check: max abs, max relative | policy | "
+             "scan ms | cuDNN ms | cuDNN ÷ scan |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        sizes = r["sizes"]
+        check = (f"{r['max abs difference']:.2e}, {r['max relative difference']:.2e}"
+                 + ("" if r["equal"] else " (DIFFERENT)"))
+        for key, value in r.items():
+            if key.endswith(" ms") and isinstance(value, dict):
+                policy = key[:-3]
+                lines.append(
+                    f"| {sizes['rows']} × {sizes['steps']}, {sizes['embedding']}, "
+                    f"{sizes['units']} | {r['kernel']} | {check} | {policy} | "
+                    f"{value['scan']:.2f} | {value['cuDNN']:.2f} | "
+                    f"{r[f'{policy} cuDNN / scan']:.3f}× |")
+    lines.append("")
+    return lines
 
 
 def timed(run, ctx, call, state):
@@ -1343,6 +1384,9 @@ def run_lines(key, result):
     dropout = [r for r in rows if r.get("task") == "dropout"]
     if dropout:
         lines += dropout_lines(dropout)
+    cudnn = [r for r in rows if r.get("task") == "cudnn_lstm"]
+    if cudnn:
+        lines += cudnn_lstm_lines(cudnn)
     topk = [r for r in rows if r.get("task") == "topk"]
     if topk:
         names = list(topk[0]["ratios"])
@@ -1535,6 +1579,8 @@ def run_tasks(args):
                 rows = measure_decode(run, ctx, parts[1], ":".join(parts[2:]))
             elif parts[0] == "dropout":
                 rows = measure_dropout(run, ctx)
+            elif parts[0] == "cudnn_lstm":
+                rows = [measure_cudnn_lstm(run, ctx)]
             elif parts[0] == "anchor":
                 rows = [measure_anchor(run, ctx, parts[1])]
             elif parts[:2] == ["profile", "train"]:
@@ -1545,7 +1591,7 @@ def run_tasks(args):
                 rows = measure_profile_decode(run, ctx, parts[2])
             else:
                 raise ValueError(f"unknown task {task!r}; expected train:RECIPE:bf16|f32"
-                                 "[:FIELD=VALUE], anchor:xla|flash, topk, dropout, "
+                                 "[:FIELD=VALUE], anchor:xla|flash, topk, dropout, cudnn_lstm, "
                                  "decode:MODEL[:static], profile:train:RECIPE or "
                                  "profile:decode:MODEL")
         except Exception as error:  # noqa: BLE001 (the next task still runs)
