@@ -148,12 +148,7 @@ class Sampling:
             k = int(self.top_k)
             if probs.shape[-1] is not None:
                 k = min(k, probs.shape[-1])  # k beyond the vocabulary keeps all
-            # Cut into blocks where a GPU is visible, as the search's rows
-            # (the same values: `blocked_top_k`). Imported here: beam_search
-            # imports this module.
-            from keras_hsum.decoding.beam_search import blocked_top_k
-
-            kth = blocked_top_k(probs, k)[0][..., -1:]
+            kth = ops.top_k(probs, k)[0][..., -1:]
             keep = ops.logical_and(keep, probs >= kth)  # ties at the k-th stay
             probs = renormalised(probs, keep)
         if self.top_p < 1:

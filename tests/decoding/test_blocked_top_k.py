@@ -160,33 +160,3 @@ def test_blocked_top_k_in_a_graph_of_unknown_dimensions():
     want_values, want_indices = reference(x, 10)
     np.testing.assert_array_equal(indices.numpy(), want_indices)
     np.testing.assert_array_equal(values.numpy(), want_values)
-
-
-def test_sampling_top_k_filter_is_the_same_with_blocks(monkeypatch):
-    """`Sampling(top_k=k).truncate` keeps the same ids when its k-th value
-    comes from blocks (as on a GPU): rows of V = 2,000 cut into blocks of
-    64, with ties at the k-th value (the ties stay, as with one top-k)."""
-    import importlib
-
-    from keras_hsum.decoding import Sampling
-
-    module = importlib.import_module("keras_hsum.decoding.beam_search")
-    rng = np.random.default_rng(3)
-    logits = rng.integers(0, 40, (3, 2000)).astype("float32") / 5.0
-    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
-    sampling = Sampling(top_k=50, temperature=0.9)
-    monkeypatch.setattr(module, "_gpu_visible", lambda: False)
-    want = ops.convert_to_numpy(sampling.truncate(ops.convert_to_tensor(log_probs)))
-    calls = []
-    original = module.blocked_top_k
-
-    def blocked(x, k, block=None):
-        calls.append(k)
-        return original(x, k, block=64)
-
-    monkeypatch.setattr(module, "blocked_top_k", blocked)
-    got = ops.convert_to_numpy(sampling.truncate(ops.convert_to_tensor(log_probs)))
-    assert calls == [50]
-    np.testing.assert_array_equal(got, want)
-    kept = (want > -1e8).sum(-1)
-    assert (kept >= 50).all() and (kept > 50).any()  # ties at the 50th stay
