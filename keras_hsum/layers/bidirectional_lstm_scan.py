@@ -47,8 +47,9 @@ def bidirectional_lstm_scan(bidirectional, inputs, mask, backward_inputs=None,
             `return_state=True`); under JAX through
             `jax.experimental.rnn.lstm` (`jax_cudnn_bidirectional`; both
             directions in one call, in float32, unless the layers were
-            built with `use_cudnn=False`). Both check the mask at run time
-            and take the scan for a row with holes.
+            built with `use_cudnn=False` or a `keras.distribution` spans
+            several devices). Both check the mask at run time and take the
+            scan for a row with holes.
 
     Returns:
         `(forward, backward, states)`: the outputs [B, T, D] of each
@@ -255,11 +256,17 @@ def _keras_takes_cudnn():
 
 def _jax_takes_cudnn(bidirectional):
     """Whether `jax_cudnn_bidirectional` runs here: the JAX backend on a GPU,
-    and neither direction built with `use_cudnn=False`."""
+    no `keras.distribution` over more than one device, and neither direction
+    built with `use_cudnn=False`. (XLA cannot split cuDNN's custom call
+    across devices: under a sharded batch every device would gather the
+    whole batch and run all of it, so a distributed step keeps the scan.)"""
     if keras.backend.backend() != "jax":
         return False
     layers = (bidirectional.forward_layer, bidirectional.backward_layer)
     if any(getattr(layer, "use_cudnn", "auto") is False for layer in layers):
+        return False
+    distribution = keras.distribution.distribution()
+    if distribution is not None and distribution.device_mesh.devices.size > 1:
         return False
     import jax
 

@@ -145,7 +145,8 @@ class DiscourseSummarizer(Summarizer):
             visible, the "paper" word encoder (right-padded sections) runs
             cuDNN's LSTM kernel: under TensorFlow through Keras' layer,
             under JAX through `jax.experimental.rnn.lstm`, in float32 (see
-            `bidirectional_lstm_scan`). False keeps the scan everywhere.
+            `bidirectional_lstm_scan`; on one device: a distribution over
+            several keeps the scan). False keeps the scan everywhere.
             Same weights and math either way; no effect without a GPU.
         pad_id, bos_id, eos_id: special ids.
 

@@ -301,3 +301,11 @@ def test_right_padded_calls_take_cudnn_only_on_a_gpu_and_unless_refused(monkeypa
     assert len(calls) == 1
     refused = bidirectional(use_cudnn=False)
     assert not module._jax_takes_cudnn(refused)
+    # A distribution over two devices: XLA cannot split the kernel's call.
+    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=["cpu:0", "cpu:1"]))
+    try:
+        assert not module._jax_takes_cudnn(layer)
+        keras.distribution.set_distribution(keras.distribution.DataParallel(devices=["cpu:0"]))
+        assert module._jax_takes_cudnn(layer)
+    finally:
+        keras.distribution.set_distribution(None)
