@@ -47,8 +47,8 @@ def bidirectional_lstm_scan(bidirectional, inputs, mask, backward_inputs=None,
             `return_state=True`); under JAX through
             `jax.experimental.rnn.lstm` (`jax_cudnn_bidirectional`; both
             directions in one call, in float32, unless the layers were
-            built with `use_cudnn=False` or a `keras.distribution` spans
-            several devices). Both check the mask at run time and take the
+            built with `use_cudnn=False`, a `keras.distribution` spans
+            several devices, or JAX's GPU plugin lacks its RNN kernels). Both check the mask at run time and take the
             scan for a row with holes.
 
     Returns:
@@ -270,7 +270,18 @@ def _jax_takes_cudnn(bidirectional):
         return False
     import jax
 
-    return jax.default_backend() == "gpu"
+    return jax.default_backend() == "gpu" and _cudnn_rnn_available()
+
+
+def _cudnn_rnn_available():
+    """Whether JAX's GPU plugin brings its cuDNN RNN kernels (jaxlib's
+    `gpu_rnn` then has the workspace-size function `jax.experimental.rnn`
+    calls while tracing; without the plugin's `_rnn` it does not)."""
+    try:
+        from jax.experimental import rnn
+    except ImportError:
+        return False
+    return hasattr(getattr(rnn, "gpu_rnn", None), "compute_rnn_workspace_reserve_space_sizes")
 
 
 def cudnn_lstm_weights(bidirectional):

@@ -287,6 +287,10 @@ def test_right_padded_calls_take_cudnn_only_on_a_gpu_and_unless_refused(monkeypa
     inputs, _ = sequences()
     assert jax.default_backend() != "gpu" and not module._jax_takes_cudnn(layer)
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    # A GPU whose JAX lacks the plugin's cuDNN RNN kernels (as this CPU
+    # install does): the scan.
+    assert not module._cudnn_rnn_available() and not module._jax_takes_cudnn(layer)
+    monkeypatch.setattr(module, "_cudnn_rnn_available", lambda: True)
     assert module._jax_takes_cudnn(layer)
     calls = []
     monkeypatch.setattr(module, "jax_cudnn_bidirectional",

@@ -658,6 +658,7 @@ def test_cudnn_word_encoder_under_jax_gives_the_scans_loss_and_gradients(monkeyp
     calls = []
     kernel = module.jax_cudnn_bidirectional
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    monkeypatch.setattr(module, "_cudnn_rnn_available", lambda: True)
     monkeypatch.setattr(module, "jax_cudnn_bidirectional",
                         lambda *args: calls.append(1) or kernel(*args[:3], reference_lstm))
     got = loss_and_gradients(model, inputs)
