@@ -43,18 +43,6 @@ CHECK = dict(rows=8, steps=40, embedding=128, units=256)  # the paper's widths, 
 SMOKE = dict(rows=6, steps=12, embedding=8, units=8)
 
 
-def reference_lstm(x, h_0, c_0, weights, seq_lengths, *, input_size, hidden_size, num_layers,
-                   dropout, bidirectional):
-    """`jax.experimental.rnn.lstm`'s arguments run by JAX's reference
-    `lstm_ref` (any device): the stand-in where cuDNN is absent."""
-    from jax.experimental import rnn
-
-    unpacked = rnn.unpack_lstm_weights(weights, input_size, hidden_size, num_layers,
-                                       bidirectional)
-    return rnn.lstm_ref(x, h_0, c_0, *unpacked, seq_lengths, input_size, hidden_size,
-                        num_layers, dropout, bidirectional)
-
-
 def encoder(units, embedding, dtype=None):
     import keras
     import numpy as np
@@ -158,7 +146,7 @@ def measure(smoke=False, policies=("mixed_bfloat16",), repeats=10, rounds=5, log
 
         lstm = rnn.lstm
     else:
-        lstm = reference_lstm
+        from keras_hsum.layers.bidirectional_lstm_scan import reference_lstm as lstm
     result = {"device": jax.devices()[0].device_kind, "sizes": sizes,
               "kernel": "cudnn" if on_gpu else "lstm_ref (no GPU: the plumbing, not the kernel)"}
     absolute, relative = check(lstm, SMOKE if smoke else CHECK)

@@ -48,8 +48,9 @@ def bidirectional_lstm_scan(bidirectional, inputs, mask, backward_inputs=None,
             `jax.experimental.rnn.lstm` (`jax_cudnn_bidirectional`; both
             directions in one call, in float32, unless the layers were
             built with `use_cudnn=False`, a `keras.distribution` spans
-            several devices, or JAX's GPU plugin lacks its RNN kernels). Both check the mask at run time and take the
-            scan for a row with holes.
+            several devices, or JAX's GPU plugin lacks its RNN kernels).
+            Both check the mask at run time and take the scan for a row
+            with holes.
 
     Returns:
         `(forward, backward, states)`: the outputs [B, T, D] of each
@@ -255,11 +256,12 @@ def _keras_takes_cudnn():
 
 
 def _jax_takes_cudnn(bidirectional):
-    """Whether `jax_cudnn_bidirectional` runs here: the JAX backend on a GPU,
-    no `keras.distribution` over more than one device, and neither direction
-    built with `use_cudnn=False`. (XLA cannot split cuDNN's custom call
-    across devices: under a sharded batch every device would gather the
-    whole batch and run all of it, so a distributed step keeps the scan.)"""
+    """Whether `jax_cudnn_bidirectional` runs here: the JAX backend on a GPU
+    whose plugin has the cuDNN RNN kernels, no `keras.distribution` over
+    more than one device, and neither direction built with
+    `use_cudnn=False`. (XLA cannot split cuDNN's custom call across
+    devices: under a sharded batch every device would gather the whole
+    batch and run all of it, so a distributed step keeps the scan.)"""
     if keras.backend.backend() != "jax":
         return False
     layers = (bidirectional.forward_layer, bidirectional.backward_layer)
@@ -321,7 +323,7 @@ def jax_cudnn_bidirectional(bidirectional, inputs, mask, lstm):
     `sum(mask)` steps: the forward LSTM from step 0, the backward one from
     the row's last read step, which is `Bidirectional`'s masked result when
     the mask has no holes. A batch with a row with holes takes the scan
-    instead (`ops.cond`, decided at run time, as Keras' TensorFlow LSTM
+    instead (`jax.lax.cond`, decided at run time, as Keras' TensorFlow LSTM
     checks before its cuDNN kernel). The kernel takes float32 only: the
     inputs and weights go in as float32 (matmuls in TF32 on the GPU) and
     the results come back in the layer's compute dtype. A row with no
@@ -333,8 +335,7 @@ def jax_cudnn_bidirectional(bidirectional, inputs, mask, lstm):
         inputs: float [B, T, E].
         mask: bool [B, T].
         lstm: `jax.experimental.rnn.lstm`, or a function of the same
-            arguments (the tests pass JAX's reference `lstm_ref` through
-            it, which runs on a CPU).
+            arguments (`reference_lstm`, which runs on a CPU).
 
     Returns:
         As `bidirectional_lstm_scan`: `(forward, backward, states)`.
@@ -367,6 +368,20 @@ def jax_cudnn_bidirectional(bidirectional, inputs, mask, lstm):
         return bidirectional_lstm_scan(bidirectional, inputs, mask)
 
     return jax.lax.cond(prefix, by_cudnn, by_scan, inputs, mask)
+
+
+def reference_lstm(x, h_0, c_0, weights, seq_lengths, *, input_size, hidden_size, num_layers,
+                   dropout, bidirectional):
+    """`jax.experimental.rnn.lstm`'s arguments run by JAX's reference
+    `lstm_ref` (what JAX's tests hold the cuDNN kernel to) on the weights
+    unpacked from cuDNN's flat layout: the kernel's stand-in on any device,
+    for `jax_cudnn_bidirectional`'s `lstm` (JAX only)."""
+    from jax.experimental import rnn
+
+    unpacked = rnn.unpack_lstm_weights(weights, input_size, hidden_size, num_layers,
+                                       bidirectional)
+    return rnn.lstm_ref(x, h_0, c_0, *unpacked, seq_lengths, input_size, hidden_size,
+                        num_layers, dropout, bidirectional)
 
 
 def _check_layer(bidirectional):

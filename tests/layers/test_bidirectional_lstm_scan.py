@@ -207,24 +207,13 @@ def test_unsupported_layers_are_refused_with_the_reason():
         bidirectional_lstm_scan(bidirectional(), inputs[0], mask[0])
 
 
-# cuDNN under JAX: `jax_cudnn_bidirectional` with JAX's reference LSTM
-# (`jax.experimental.rnn.lstm_ref`, what JAX's own tests hold its cuDNN
+# cuDNN under JAX: `jax_cudnn_bidirectional` with `reference_lstm` (JAX's
+# `jax.experimental.rnn.lstm_ref`, what JAX's own tests hold its cuDNN
 # kernel to) in place of the kernel, which needs a GPU.
-
-def reference_lstm(x, h_0, c_0, weights, seq_lengths, *, input_size, hidden_size, num_layers,
-                   dropout, bidirectional):
-    """`jax.experimental.rnn.lstm`'s arguments, run by `lstm_ref` on the
-    weights unpacked from cuDNN's flat layout."""
-    from jax.experimental import rnn
-
-    unpacked = rnn.unpack_lstm_weights(weights, input_size, hidden_size, num_layers,
-                                       bidirectional)
-    return rnn.lstm_ref(x, h_0, c_0, *unpacked, seq_lengths, input_size, hidden_size,
-                        num_layers, dropout, bidirectional)
-
 
 def by_cudnn_layout(layer, mask):
     from keras_hsum.layers.bidirectional_lstm_scan import jax_cudnn_bidirectional
+    from keras_hsum.layers.bidirectional_lstm_scan import reference_lstm
 
     return lambda x: jax_cudnn_bidirectional(layer, x, mask, reference_lstm)
 

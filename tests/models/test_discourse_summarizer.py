@@ -349,6 +349,19 @@ def loss_and_gradients(model, inputs):
     return to_numpy(loss), [to_numpy(g) for g in grads]
 
 
+def assert_same_loss_and_gradients(model, got, want, *, loss_rtol, atol, rtol,
+                                   every_weight_used=True):
+    """`got` and `want` from `loss_and_gradients`: the losses and each of
+    `model`'s weight gradients close (and, by default, every reference
+    gradient non-zero: each weight is used, the encoder's included)."""
+    np.testing.assert_allclose(got[0], want[0], rtol=loss_rtol)
+    for variable, grad, reference in zip(model.trainable_variables, got[1], want[1],
+                                         strict=True):
+        np.testing.assert_allclose(grad, reference, atol=atol, rtol=rtol, err_msg=variable.path)
+        if every_weight_used:
+            assert np.abs(reference).max() > 0, variable.path
+
+
 @pytest.mark.jax_slow  # 2-5 s under TensorFlow; the model's gradient compiled by XLA under JAX
 @pytest.mark.parametrize("section_encoding", [
     "paper",
@@ -366,15 +379,10 @@ def test_loss_and_gradients_equal_keras_bidirectional_layers(section_encoding, m
     inputs = with_masked_hole(random_inputs())
     model.set_coverage_weight(0.5)
     model(inputs)
-    loss, grads = loss_and_gradients(model, inputs)
+    got = loss_and_gradients(model, inputs)
     monkeypatch.setattr(discourse_summarizer, "bidirectional_lstm_scan", keras_bidirectional)
-    reference_loss, reference_grads = loss_and_gradients(model, inputs)
-    np.testing.assert_allclose(loss, reference_loss, rtol=1e-5)
-    for variable, grad, reference in zip(model.trainable_variables, grads, reference_grads,
-                                         strict=True):
-        np.testing.assert_allclose(grad, reference, atol=2e-5, rtol=1e-4, err_msg=variable.path)
-        # Every weight is used (the encoder's included).
-        assert np.abs(reference).max() > 0, variable.path
+    want = loss_and_gradients(model, inputs)
+    assert_same_loss_and_gradients(model, got, want, loss_rtol=1e-5, atol=2e-5, rtol=1e-4)
 
 
 def attend_by_call(self, *args, loop_weights, **kwargs):
@@ -401,14 +409,10 @@ def test_teacher_forcing_attention_loop_equals_the_layer_call(section_encoding, 
     inputs = with_masked_hole(random_inputs())
     model.set_coverage_weight(0.5)
     model(inputs)
-    loss, grads = loss_and_gradients(model, inputs)
+    got = loss_and_gradients(model, inputs)
     monkeypatch.setattr(DiscourseAttention, "attend", attend_by_call)
-    reference_loss, reference_grads = loss_and_gradients(model, inputs)
-    np.testing.assert_allclose(loss, reference_loss, rtol=1e-6)
-    for variable, grad, reference in zip(model.trainable_variables, grads, reference_grads,
-                                         strict=True):
-        np.testing.assert_allclose(grad, reference, atol=2e-6, rtol=1e-5, err_msg=variable.path)
-        assert np.abs(reference).max() > 0, variable.path
+    want = loss_and_gradients(model, inputs)
+    assert_same_loss_and_gradients(model, got, want, loss_rtol=1e-6, atol=2e-6, rtol=1e-5)
 
 
 # Which sections' word states a change in section s reaches (reached[s][j]).
@@ -635,16 +639,8 @@ def test_cudnn_word_encoder_under_jax_gives_the_scans_loss_and_gradients(monkeyp
     same weights: short and padded sections, coverage on. The word mask is
     right padded (the structurer's); a row with holes takes the scan."""
     import jax
-    from jax.experimental import rnn
 
     from keras_hsum.layers import bidirectional_lstm_scan as module
-
-    def reference_lstm(x, h_0, c_0, weights, seq_lengths, *, input_size, hidden_size,
-                       num_layers, dropout, bidirectional):
-        unpacked = rnn.unpack_lstm_weights(weights, input_size, hidden_size, num_layers,
-                                           bidirectional)
-        return rnn.lstm_ref(x, h_0, c_0, *unpacked, seq_lengths, input_size, hidden_size,
-                            num_layers, dropout, bidirectional)
 
     inputs = random_inputs()
     scanned = small_model(use_cudnn=False)
@@ -660,13 +656,11 @@ def test_cudnn_word_encoder_under_jax_gives_the_scans_loss_and_gradients(monkeyp
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     monkeypatch.setattr(module, "_cudnn_rnn_available", lambda: True)
     monkeypatch.setattr(module, "jax_cudnn_bidirectional",
-                        lambda *args: calls.append(1) or kernel(*args[:3], reference_lstm))
+                        lambda *args: calls.append(1) or kernel(*args[:3], module.reference_lstm))
     got = loss_and_gradients(model, inputs)
     assert calls, "the word encoder did not take the cuDNN path"
-    np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
-    for variable, grad, reference in zip(model.trainable_variables, got[1], want[1],
-                                         strict=True):
-        np.testing.assert_allclose(grad, reference, atol=2e-5, rtol=1e-4, err_msg=variable.path)
+    assert_same_loss_and_gradients(model, got, want, loss_rtol=1e-5, atol=2e-5, rtol=1e-4,
+                                   every_weight_used=False)
 
 
 def test_use_cudnn_round_trips_and_is_checked():
