@@ -353,12 +353,29 @@ def table_lines(title, figures):
     return lines
 
 
+def _blocked_top_k_module():
+    """The module whose `_gpu_visible` decides whether `blocked_top_k` cuts
+    rows into blocks (it reads it from its own module at every call):
+    keras_hsum.decoding.top_k, or beam_search in checkouts from before
+    top_k.py; None in checkouts without a blocked top-k."""
+    import importlib
+
+    for name in ("keras_hsum.decoding.top_k", "keras_hsum.decoding.beam_search"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(module, "_gpu_visible"):
+            return module
+    return None
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--no-paper", action="store_true", help="skip PHT at paper size")
     parser.add_argument("--as-on-gpu", action="store_true",
                         help="compile our search as it is traced where a GPU is visible "
-                        "(its long top-k rows cut into blocks: beam_search.blocked_top_k)")
+                        "(its long top-k rows cut into blocks: top_k.blocked_top_k)")
     args = parser.parse_args(argv)
     import keras
 
@@ -368,13 +385,12 @@ def main(argv=None):
     import keras_hsum
 
     if args.as_on_gpu:
-        import importlib
-
-        module = importlib.import_module("keras_hsum.decoding.beam_search")
-        if not hasattr(module, "_gpu_visible"):
+        module = _blocked_top_k_module()
+        if module is None:
             raise SystemExit("--as-on-gpu: this checkout's search has no blocked top-k")
         module._gpu_visible = lambda: True
-        print("our search traced as where a GPU is visible (blocked top-k rows)")
+        print(f"our search traced as where a GPU is visible (blocked top-k rows: "
+              f"{module.__name__}._gpu_visible)")
     # Where search has stop_check_every: its default, every position, never.
     variants = [("ours", {})]
     if _search_accepts("stop_check_every"):

@@ -80,6 +80,7 @@ from keras_hsum.decoding.terms import MinLength
 from keras_hsum.decoding.terms import ScoreTerm
 from keras_hsum.decoding.terms import StepContext
 from keras_hsum.decoding.terms import term_reads_sequences
+from keras_hsum.decoding.top_k import blocked_top_k
 from keras_hsum.layers.input_checks import check_model_features
 
 
@@ -135,67 +136,6 @@ def gather_beams(x, parents):
     offsets = ops.arange(batch, dtype="int32")[:, None] * width
     picked = ops.take(flat, ops.reshape(parents + offsets, (-1,)), axis=0)
     return ops.reshape(picked, (batch, -1) + tuple(ops.shape(x)[2:]))
-
-
-TOP_K_BLOCK = 512
-"""`blocked_top_k`'s block where a GPU is visible: rows longer than two
-blocks are cut into blocks of this many elements."""
-
-
-def _gpu_visible():
-    """Whether Keras' default devices are GPUs (`keras.distribution`, either
-    backend): the search's top-k rows are then cut into blocks."""
-    return any(str(device).lower().startswith("gpu")
-               for device in keras.distribution.list_devices())
-
-
-def blocked_top_k(x, k, block=None):
-    """`ops.top_k(x, k)` over the last axis, for rows of many elements.
-
-    A GPU top-k kernel gives each row to one thread block, so a few long rows
-    (a decode step's B·K rows of V = 32,000 scores) leave the device nearly
-    idle: at paper size it was the slowest kernel of a decode step (issue 57).
-    So where a GPU is visible (or a `block` is given) each row of
-    N > 2·`block` elements is cut into ⌈N/block⌉ blocks
-    (the last one padded with -inf), the best k of every block are found
-    (many short rows), then the best k of those candidates. The result is
-    `ops.top_k`'s, ties included: every one of a row's best k is among the
-    best k of its block, and among equal values `top_k` puts the lower index
-    first in every backend, which in the candidates' order (block, then rank
-    in the block) is the lower index of the row; a padded element, after
-    every real one, loses every tie. On a CPU one top-k is faster (blocks of
-    512 took 2.8-3.0× its time on [5·B, 32,000] rows, benchmarks/
-    blocked_top_k.py), so there it stays one top-k.
-
-    Args:
-        x: float [..., N]; N static where blocking should apply.
-        k: a Python int, k <= N.
-        block: elements per block (a Python int > 0); None: `TOP_K_BLOCK`
-            where a GPU is visible, else one `top_k`.
-
-    Returns:
-        `(values [..., k], indices int32 [..., k])`, best first.
-    """
-    if block is None:
-        block = TOP_K_BLOCK if _gpu_visible() else None
-    size = x.shape[-1]
-    if block is None or size is None or size <= 2 * int(block) or k > int(block):
-        values, indices = ops.top_k(x, k)
-        return values, ops.cast(indices, "int32")
-    size, block = int(size), int(block)
-    blocks = -(-size // block)
-    leading = tuple(ops.shape(x)[:-1])
-    rows = ops.reshape(x, (-1, size))
-    if blocks * block > size:
-        rows = ops.pad(rows, ((0, 0), (0, blocks * block - size)),
-                       constant_values=float("-inf"))
-    values, local = ops.top_k(ops.reshape(rows, (-1, blocks, block)), k)  # [R,blocks,k]
-    offsets = ops.convert_to_tensor(
-        (np.arange(blocks, dtype="int32") * block)[:, None])  # a constant
-    indices = ops.reshape(ops.cast(local, "int32") + offsets, (-1, blocks * k))
-    values, picked = ops.top_k(ops.reshape(values, (-1, blocks * k)), k)
-    indices = ops.take_along_axis(indices, ops.cast(picked, "int32"), axis=1)
-    return (ops.reshape(values, leading + (k,)), ops.reshape(indices, leading + (k,)))
 
 
 def ranked_candidates(totals, count, beam_size=None):

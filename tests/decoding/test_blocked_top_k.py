@@ -2,14 +2,35 @@
 scores in many short rows on a GPU) returns what one `top_k` returns, ties
 included: checked against a stable numpy sort, the order `top_k`
 documents (the lower index first among equals).
+
+`blocked_top_k` lives in `keras_hsum.decoding.top_k` and reads `TOP_K_BLOCK`
+and `_gpu_visible` from there: the tests that trace as on a GPU set them on
+that module (`TOP_K_MODULE`), and check that blocks were cut.
 """
+
+import importlib
 
 import numpy as np
 import pytest
 from keras import ops
 
-from keras_hsum.decoding.beam_search import NEG_INF
-from keras_hsum.decoding.beam_search import blocked_top_k
+from keras_hsum.decoding.terms import NEG_INF
+from keras_hsum.decoding.top_k import blocked_top_k
+
+TOP_K_MODULE = importlib.import_module("keras_hsum.decoding.top_k")
+
+
+def record_top_k_shapes(monkeypatch):
+    """The shapes `ops.top_k` is called on from now on (a list that grows)."""
+    shapes = []
+    original = ops.top_k
+
+    def recording(x, k, *args, **kwargs):
+        shapes.append(tuple(x.shape))
+        return original(x, k, *args, **kwargs)
+
+    monkeypatch.setattr(ops, "top_k", recording)
+    return shapes
 
 
 def reference(x, k):
@@ -66,18 +87,14 @@ def test_short_rows_and_large_k_take_one_top_k(monkeypatch):
         np.testing.assert_array_equal(ops.convert_to_numpy(indices), want_indices)
         np.testing.assert_array_equal(ops.convert_to_numpy(values), want_values)
         assert str(ops.convert_to_numpy(indices).dtype) == "int32"
-    import importlib
-
-    module = importlib.import_module("keras_hsum.decoding.beam_search")
-    calls = []
-    original = module.ops.top_k
-    monkeypatch.setattr(module.ops, "top_k", lambda x, k: calls.append(k) or original(x, k))
-    monkeypatch.setattr(module, "_gpu_visible", lambda: False)
+    shapes = record_top_k_shapes(monkeypatch)
+    monkeypatch.setattr(TOP_K_MODULE, "_gpu_visible", lambda: False)
     blocked_top_k(ops.convert_to_tensor(np.zeros((2, 5000), "float32")), 4)
-    assert calls == [4]  # one top-k of the whole rows
-    monkeypatch.setattr(module, "_gpu_visible", lambda: True)
+    assert shapes == [(2, 5000)]  # one top-k of the whole rows
+    monkeypatch.setattr(TOP_K_MODULE, "_gpu_visible", lambda: True)
     blocked_top_k(ops.convert_to_tensor(np.zeros((2, 5000), "float32")), 4)
-    assert calls == [4, 4, 4]  # blocks of TOP_K_BLOCK, then their candidates
+    # blocks of TOP_K_BLOCK (512: 10 blocks, the last padded), then their candidates
+    assert shapes == [(2, 5000), (2, 10, 512), (2, 40)]
 
 
 @pytest.mark.jax_slow  # each search compiles under JAX
@@ -90,17 +107,15 @@ def test_a_search_with_every_top_k_blocked_returns_the_reference(monkeypatch, se
     over K·V'), scores to 1e-5, on a random and a tied table."""
     from keras_hsum.decoding import LengthNormalization
     from keras_hsum.decoding import NgramBlocking
-    import importlib
-
     from keras_hsum.decoding import search
     from probability_table import EOS, initial_state, random_table, table_step_fn
     from reference_search import reference_search
 
-    module = importlib.import_module("keras_hsum.decoding.beam_search")  # not the function
-    monkeypatch.setattr(module, "TOP_K_BLOCK", 2 * beams)
-    monkeypatch.setattr(module, "_gpu_visible", lambda: True)  # blocks as on a GPU
+    monkeypatch.setattr(TOP_K_MODULE, "TOP_K_BLOCK", 2 * beams)
+    monkeypatch.setattr(TOP_K_MODULE, "_gpu_visible", lambda: True)  # blocks as on a GPU
     length, vocabulary = 9, 13
     term_list = [] if terms == "none" else [LengthNormalization(0.6), NgramBlocking(3)]
+    shapes = record_top_k_shapes(monkeypatch)
     rng = np.random.default_rng(seed)
     tied = rng.integers(-2, 1, (length, 1, 1, vocabulary)).astype("float32")
     tied[..., 0] = -1e4  # pad
@@ -119,6 +134,9 @@ def test_a_search_with_every_top_k_blocked_returns_the_reference(monkeypatch, se
         for key in ("scores", "log_probs"):
             np.testing.assert_allclose(ops.convert_to_numpy(out[key]), expected[key],
                                        rtol=1e-5, atol=1e-5)
+    # the blocked path ran: each beam's V' = 13 candidates in blocks of 2·K
+    blocks = (-(-vocabulary // (2 * beams)), 2 * beams)
+    assert any(shape[-2:] == blocks for shape in shapes), shapes
 
 
 @pytest.mark.tensorflow_only
@@ -128,13 +146,12 @@ def test_blocked_candidates_match_tf_models_sequence_beam_search(monkeypatch):
     found in blocks of 8 (five blocks per beam) returns tf-models'
     `sequence_beam_search` result, as the unblocked search does
     (test_model_decoding)."""
-    import importlib
-
     from test_model_decoding import test_matches_tf_models_sequence_beam_search
 
-    module = importlib.import_module("keras_hsum.decoding.beam_search")
-    monkeypatch.setattr(module, "TOP_K_BLOCK", 8)
-    monkeypatch.setattr(module, "_gpu_visible", lambda: True)  # blocks as on a GPU
+    module = importlib.import_module("keras_hsum.decoding.beam_search")  # not the function
+    monkeypatch.setattr(TOP_K_MODULE, "TOP_K_BLOCK", 8)
+    monkeypatch.setattr(TOP_K_MODULE, "_gpu_visible", lambda: True)  # blocks as on a GPU
+    shapes = record_top_k_shapes(monkeypatch)
     calls = []
     original = module.blocked_top_k
 
@@ -142,9 +159,10 @@ def test_blocked_candidates_match_tf_models_sequence_beam_search(monkeypatch):
         calls.append((tuple(x.shape), k))
         return original(x, k, block)
 
-    monkeypatch.setattr(module, "blocked_top_k", recording)
+    monkeypatch.setattr(module, "blocked_top_k", recording)  # what the search calls
     test_matches_tf_models_sequence_beam_search(0.6)
-    assert any(shape[-1] == 40 and k == 8 for shape, k in calls), calls  # the blocked path ran
+    assert any(shape[-1] == 40 and k == 8 for shape, k in calls), calls  # each beam's candidates
+    assert any(shape[-2:] == (5, 8) for shape in shapes), shapes  # in five blocks of 8
 
 
 @pytest.mark.tensorflow_only
