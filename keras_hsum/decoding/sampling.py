@@ -43,6 +43,7 @@ from keras import ops
 
 from keras_hsum.decoding.terms import DEAD  # a blocked id's log-prob bound
 from keras_hsum.decoding.terms import NEG_INF
+from keras_hsum.decoding.top_k import blocked_top_k
 
 _GOLDEN = 0x9E3779B9
 
@@ -148,7 +149,9 @@ class Sampling:
             k = int(self.top_k)
             if probs.shape[-1] is not None:
                 k = min(k, probs.shape[-1])  # k beyond the vocabulary keeps all
-            kth = ops.top_k(probs, k)[0][..., -1:]
+            # In blocks where a GPU is visible, as the search's rows (the
+            # same values); one top_k elsewhere.
+            kth = blocked_top_k(probs, k)[0][..., -1:]
             keep = ops.logical_and(keep, probs >= kth)  # ties at the k-th stay
             probs = renormalised(probs, keep)
         if self.top_p < 1:

@@ -90,6 +90,42 @@ def test_truncated_distribution_matches_numpy(settings):
         )
 
 
+def test_the_top_k_filter_in_blocks_keeps_the_ids_of_one_top_k(monkeypatch):
+    """Where a GPU is visible the top-k filter takes its k-th value from
+    blocks (`keras_hsum.decoding.top_k.blocked_top_k`): rows of V = 2,000 in
+    blocks of 64 (the last padded), with ties at the 50th value, keep the
+    ids of the numpy reference and exactly what one top-k keeps, ties
+    included."""
+    import importlib
+
+    top_k_module = importlib.import_module("keras_hsum.decoding.top_k")
+    rng = np.random.default_rng(3)
+    logits = rng.integers(0, 40, (3, 2000)).astype("float32") / 5.0  # many ties
+    log_probs = (logits - np.log(np.exp(logits).sum(-1, keepdims=True))).astype("float32")
+    sampling = Sampling(top_k=50, temperature=0.9)
+    shapes = []
+    original = ops.top_k
+
+    def recording(x, k, *args, **kwargs):
+        shapes.append(tuple(x.shape))
+        return original(x, k, *args, **kwargs)
+
+    monkeypatch.setattr(ops, "top_k", recording)
+    monkeypatch.setattr(top_k_module, "_gpu_visible", lambda: False)  # as on a CPU
+    one = numpy(sampling.truncate(log_probs))
+    assert shapes == [(3, 2000)]
+    monkeypatch.setattr(top_k_module, "TOP_K_BLOCK", 64)
+    monkeypatch.setattr(top_k_module, "_gpu_visible", lambda: True)  # as on a GPU
+    blocked = numpy(sampling.truncate(log_probs))
+    assert shapes[1:] == [(3, 32, 64), (3, 32 * 50)]  # the blocks, then their best 50
+    np.testing.assert_array_equal(blocked, one)
+    kept = blocked > NEG_INF / 2
+    for row in range(3):
+        reference = reference_distribution(log_probs[row], temperature=0.9, top_k=50)
+        np.testing.assert_array_equal(kept[row], reference > 0)
+    assert (kept.sum(-1) >= 50).all() and (kept.sum(-1) > 50).any()  # ties at the 50th stay
+
+
 @pytest.mark.parametrize("settings, expected", [
     ({"top_k": 2, "top_p": 0.55}, [1.0, 0.0, 0.0]),  # 0.625 of the top-2 mass >= 0.55
     ({"top_k": 2, "epsilon": 0.35}, [0.625, 0.375, 0.0]),  # 0.3 / 0.8 >= 0.35
