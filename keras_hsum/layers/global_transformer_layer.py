@@ -10,6 +10,7 @@ from keras_hsum.layers.inter_paragraph_attention import InterParagraphAttention
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import merge_masks
 from keras_hsum.layers.multi_head_pooling import MultiHeadPooling
+from keras_hsum.layers.packed_dropout import dropout_layer
 
 
 @keras.saving.register_keras_serializable(package="keras_hsum")
@@ -136,7 +137,7 @@ class GlobalTransformerLayer(keras.layers.Layer):
             name="inter_paragraph_attention",
             **initializers,
         )
-        self.feedforward_dropout = keras.layers.Dropout(
+        self.feedforward_dropout = dropout_layer(
             dropout, dtype=self.dtype_policy, name="feedforward_dropout"
         )
         self.layer_norm = keras.layers.LayerNormalization(

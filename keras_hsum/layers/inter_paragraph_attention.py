@@ -13,6 +13,7 @@ from keras_hsum.layers.input_checks import check_rank
 from keras_hsum.layers.input_checks import expect_width
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import masked_softmax
+from keras_hsum.layers.packed_dropout import dropout_layer
 
 
 @keras.saving.register_keras_serializable(package="keras_hsum")
@@ -123,7 +124,7 @@ class InterParagraphAttention(keras.layers.Layer):
         self.attention_dropout = attention_dropout
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.attention_weights_dropout = keras.layers.Dropout(
+        self.attention_weights_dropout = dropout_layer(
             dropout if attention_dropout is None else attention_dropout,
             dtype=self.dtype_policy,
             name="attention_dropout",

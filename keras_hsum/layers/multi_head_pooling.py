@@ -8,6 +8,7 @@ from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.input_checks import expect_width
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import masked_softmax
+from keras_hsum.layers.packed_dropout import dropout_layer
 
 
 def _check_pooling_shapes(layer, inputs_shape, token_mask_shape):
@@ -173,13 +174,13 @@ class MultiHeadPooling(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.attention_weights_dropout = keras.layers.Dropout(
+        self.attention_weights_dropout = dropout_layer(
             dropout if attention_dropout is None else attention_dropout,
             dtype=self.dtype_policy,
             name="attention_dropout",
         )
         if feedforward:
-            self.ffn_dropout = keras.layers.Dropout(
+            self.ffn_dropout = dropout_layer(
                 dropout, dtype=self.dtype_policy, name="ffn_dropout"
             )
             self.layer_norm = keras.layers.LayerNormalization(

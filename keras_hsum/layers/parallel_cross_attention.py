@@ -14,6 +14,7 @@ from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import compact_masked_softmax
 from keras_hsum.layers.masking import masked_softmax
 from keras_hsum.layers.masking import merge_masks
+from keras_hsum.layers.packed_dropout import dropout_layer
 
 
 @keras.saving.register_keras_serializable(package="keras_hsum")
@@ -188,12 +189,12 @@ class ParallelCrossAttention(keras.layers.Layer):
         self.word_output_dense = projection(
             "word_output", "bshk,hkd->bsd", (None, hidden_dim), None
         )
-        self.attention_weights_dropout = keras.layers.Dropout(
+        self.attention_weights_dropout = dropout_layer(
             dropout if attention_dropout is None else attention_dropout,
             dtype=self.dtype_policy,
             name="attention_dropout",
         )
-        self.output_dropout = keras.layers.Dropout(
+        self.output_dropout = dropout_layer(
             dropout, dtype=self.dtype_policy, name="output_dropout"
         )
         self.output_layer_norm = keras.layers.LayerNormalization(

@@ -13,6 +13,8 @@ from keras_hsum.layers.input_checks import check_rank
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import fold_rows
 from keras_hsum.layers.masking import unfold_rows
+from keras_hsum.layers.packed_dropout import dropout_layer
+from keras_hsum.layers.packed_dropout import use_packed_dropout
 from keras_hsum.layers.parallel_cross_attention import ParallelCrossAttention
 
 
@@ -173,7 +175,7 @@ class PHTDecoderLayer(keras.layers.Layer):
             name="self_attention",
             **initializers(),
         )
-        self.self_attention_dropout = keras.layers.Dropout(
+        self.self_attention_dropout = dropout_layer(
             dropout, dtype=self.dtype_policy, name="self_attention_dropout"
         )
         self.self_attention_layer_norm = keras.layers.LayerNormalization(
@@ -206,7 +208,7 @@ class PHTDecoderLayer(keras.layers.Layer):
             name="feedforward_output_dense",
             **initializers(),
         )
-        self.feedforward_dropout = keras.layers.Dropout(
+        self.feedforward_dropout = dropout_layer(
             dropout, dtype=self.dtype_policy, name="feedforward_dropout"
         )
         self.feedforward_layer_norm = keras.layers.LayerNormalization(
@@ -271,6 +273,7 @@ class PHTDecoderLayer(keras.layers.Layer):
         self.self_attention.build(query_shape=shape, value_shape=shape)
         if self.attention_dropout is not None:  # as keras_hsum's TransformerDecoder
             use_fused_attention_inputs(self.self_attention)
+        use_packed_dropout(self.self_attention)  # its attention dropout, made in its build
         self.self_attention_layer_norm.build(shape)
         self.cross_attention.build(
             query_shape=shape,

@@ -7,6 +7,7 @@ from keras_hsum.layers.input_checks import check_dims
 from keras_hsum.layers.input_checks import check_rank
 from keras_hsum.layers.input_checks import expect_width
 from keras_hsum.layers.masking import as_bool_mask
+from keras_hsum.layers.packed_dropout import dropout_layer
 
 
 def _clone(initializer):
@@ -147,7 +148,7 @@ class SiameseClassifierHead(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="hidden_dense",
         )
-        self.hidden_dropout = keras.layers.Dropout(
+        self.hidden_dropout = dropout_layer(
             dropout, dtype=self.dtype_policy, name="hidden_dropout"
         )
         self.output_dense = keras.layers.Dense(

@@ -5,6 +5,7 @@ from keras_hub.layers import TransformerDecoder as HubTransformerDecoder
 
 from keras_hsum.layers.fused_attention_inputs import use_fused_attention_inputs
 from keras_hsum.layers.input_checks import check_hyperparameters
+from keras_hsum.layers.packed_dropout import use_packed_dropout
 from keras_hsum.layers.transformer_encoder import check_attention_dropout
 from keras_hsum.layers.transformer_encoder import set_attention_dropout
 
@@ -80,6 +81,7 @@ class TransformerDecoder(HubTransformerDecoder):
             set_attention_dropout(attention, self.attention_dropout)
             if self.attention_dropout is not None:
                 use_fused_attention_inputs(attention)
+        use_packed_dropout(self)
 
     def get_config(self):
         config = super().get_config()

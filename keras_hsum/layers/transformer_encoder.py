@@ -5,6 +5,7 @@ from keras_hub.layers import TransformerEncoder as HubTransformerEncoder
 
 from keras_hsum.layers.fused_attention_inputs import use_fused_attention_inputs
 from keras_hsum.layers.input_checks import check_hyperparameters
+from keras_hsum.layers.packed_dropout import use_packed_dropout
 
 
 def set_attention_dropout(attention, rate):
@@ -118,6 +119,7 @@ class TransformerEncoder(HubTransformerEncoder):
         set_attention_dropout(self._self_attention_layer, self.attention_dropout)
         if self.attention_dropout is not None:
             use_fused_attention_inputs(self._self_attention_layer)
+        use_packed_dropout(self)
 
     def get_config(self):
         config = super().get_config()

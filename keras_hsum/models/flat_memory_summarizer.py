@@ -7,6 +7,7 @@ import keras
 from keras import ops
 from keras_hub.layers import SinePositionEncoding
 
+from keras_hsum.layers.packed_dropout import dropout_layer
 from keras_hsum.layers.token_shift import TokenShift
 from keras_hsum.layers.transformer_encoder import TransformerEncoder
 from keras_hsum.models.copying import copy_log_probabilities
@@ -91,7 +92,7 @@ class FlatMemorySummarizer(Summarizer):
         self.source_position_encoding = SinePositionEncoding(
             dtype=self.dtype_policy, name="source_position_encoding"
         )
-        self.source_dropout = keras.layers.Dropout(
+        self.source_dropout = dropout_layer(
             self.dropout, dtype=self.dtype_policy, name="source_dropout"
         )
         if self.pointer_generator:

@@ -18,6 +18,7 @@ from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import fold_rows
 from keras_hsum.layers.masking import masked_softmax
+from keras_hsum.layers.packed_dropout import dropout_layer
 from keras_hsum.layers.token_shift import TokenShift
 from keras_hsum.layers.transformer_encoder import TransformerEncoder
 from keras_hsum.models.copying import make_copy_layers
@@ -174,7 +175,7 @@ class HierarchicalTransformer(FlatMemorySummarizer):
             if self.token_shift
             else None
         )
-        self.source_dropout = keras.layers.Dropout(
+        self.source_dropout = dropout_layer(
             dropout, dtype=self.dtype_policy, name="source_dropout"
         )
         if self.pointer_generator:

@@ -15,6 +15,7 @@ from keras_hsum.layers.input_checks import check_model_features
 from keras_hsum.layers.input_checks import check_rank
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import large_negative
+from keras_hsum.layers.packed_dropout import dropout_layer
 from keras_hsum.models.first_call import call_without_unbuilt_warnings
 from keras_hsum.models.summarizer import PAD_ID
 from keras_hsum.models.summarizer import required
@@ -107,7 +108,7 @@ class ParagraphRanker(keras.Model):
         self.token_embedding = keras.layers.Embedding(
             vocabulary_size, embedding_dim, dtype=self.dtype_policy, name="token_embedding"
         )
-        self.embedding_dropout = keras.layers.Dropout(
+        self.embedding_dropout = dropout_layer(
             dropout, dtype=self.dtype_policy, name="embedding_dropout"
         )
         self.title_lstm = keras.layers.LSTM(
@@ -119,7 +120,7 @@ class ParagraphRanker(keras.Model):
             dtype=self.dtype_policy,
             name="paragraph_lstm",
         )
-        self.state_dropout = keras.layers.Dropout(
+        self.state_dropout = dropout_layer(
             dropout, dtype=self.dtype_policy, name="state_dropout"
         )
         self.matching = keras.layers.Dense(

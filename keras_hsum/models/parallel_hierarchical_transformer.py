@@ -13,6 +13,7 @@ from keras_hsum.features import PARAGRAPH_MASK
 from keras_hsum.features import TOKEN_MASK
 from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.multi_head_pooling import MultiHeadPooling
+from keras_hsum.layers.packed_dropout import dropout_layer
 from keras_hsum.layers.pht_decoder_layer import PHTDecoderLayer
 from keras_hsum.layers.token_shift import TokenShift
 from keras_hsum.layers.transformer_encoder import TransformerEncoder
@@ -194,10 +195,10 @@ class ParallelHierarchicalTransformer(Summarizer):
         self.target_position_encoding = SinePositionEncoding(
             dtype=policy, name="target_position_encoding"
         )
-        self.source_dropout = keras.layers.Dropout(
+        self.source_dropout = dropout_layer(
             dropout, dtype=policy, name="source_dropout"
         )
-        self.target_dropout = keras.layers.Dropout(
+        self.target_dropout = dropout_layer(
             dropout, dtype=policy, name="target_dropout"
         )
         self.word_encoder_layers = [

@@ -15,6 +15,7 @@ from keras_hsum.layers.input_checks import check_hyperparameters
 from keras_hsum.layers.masking import as_bool_mask
 from keras_hsum.layers.masking import fold_rows
 from keras_hsum.layers.masking import unfold_rows
+from keras_hsum.layers.packed_dropout import dropout_layer
 from keras_hsum.layers.transformer_decoder import TransformerDecoder
 
 
@@ -234,7 +235,7 @@ class TransformerSummaryDecoder(keras.layers.Layer):
         self.position_encoding = SinePositionEncoding(
             dtype=self.dtype_policy, name="position_encoding"
         )
-        self.embedding_dropout = keras.layers.Dropout(
+        self.embedding_dropout = dropout_layer(
             dropout, dtype=self.dtype_policy, name="embedding_dropout"
         )
         self.decoder_layers = [

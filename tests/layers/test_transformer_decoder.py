@@ -8,6 +8,7 @@ import pytest
 from layer_test_case import to_numpy
 from test_transformer_encoder import count_dot_product_attention
 
+from keras_hsum.layers.packed_dropout import use_packed_dropout
 from keras_hsum.layers.transformer_decoder import TransformerDecoder
 
 B, S, M, D, H, F = 3, 4, 5, 8, 2, 16
@@ -39,6 +40,9 @@ def test_default_is_keras_hub_layer_bit_for_bit():
     y, memory, memory_mask = make_inputs()
     options = dict(dropout=0.3, name="block")
     hub = built(lambda: keras_hub.layers.TransformerDecoder(F, H, **options), 1)
+    # the same masks: keras_hsum's dropouts draw packed bits under JAX (Keras'
+    # own under TensorFlow, where this changes nothing)
+    use_packed_dropout(hub)
     ours = built(lambda: TransformerDecoder(F, H, **options), 1)
     assert [v.path for v in ours.weights] == [v.path for v in hub.weights]
     for a, b in zip(ours.get_weights(), hub.get_weights()):
