@@ -7,7 +7,9 @@ Needs only JAX, Keras, keras-hub and numpy (no TensorFlow): run it with
 - `train:<recipe>:<bf16|f32>[:FIELD=VALUE[+FIELD=VALUE...]]`: the recipe's
   `paper` config (with the given fields changed, parsed as `--set` does:
   e.g. `train:flat:bf16:attention_dropout=0`, the fused-attention variant of
-  docs/recipes.md), synthetic
+  docs/recipes.md; `keras_dropout`, not a field, traces the step with
+  Keras' own dropout masks instead of keras_hsum's packed ones,
+  `keras_hsum.layers.packed_dropout`), synthetic
   inputs of its shapes (benchmarks/recipe_steps.py), one `jax.jit` stateless
   step (forward, the recipe's loss, backward, its optimizer; state donated)
   under `mixed_bfloat16` or `float32`, at the paper batch (seal at
@@ -34,9 +36,10 @@ Needs only JAX, Keras, keras-hub and numpy (no TensorFlow): run it with
   + backward (`jax.value_and_grad` of the sum) of dropout at the PHT paper
   config's attention dropout rate (0.3) on a bf16 tensor of its word
   attention probabilities ([16, 4, 199, 30, 100]): Keras' own
-  (`keras.random.dropout`: `jax.random.bernoulli` of a threefry key), the
-  mask from `jax.random.bits` of an `unsafe_rbg` key made from the same
-  seed (uint32 bits, and uint16 bits), and no dropout (the floor); median
+  (`keras.random.dropout`: `jax.random.bernoulli` of a threefry key),
+  keras_hsum's (`packed_dropout`: four 16-bit fields of each threefry
+  hash), the mask from `jax.random.bits` of an `unsafe_rbg` key made from
+  the same seed (uint32 bits, and uint16 bits), and no dropout (the floor); median
   ms of each, its ratio to Keras', and the kept fraction (a wrong variant
   shows: it must be within 0.002 of 0.7).
 - `cudnn_lstm`: the discourse paper word encoder (a bidirectional LSTM,
@@ -84,6 +87,7 @@ Usage:
 
 import argparse
 import collections
+import contextlib
 import datetime
 import gc
 import glob
@@ -130,10 +134,14 @@ DEFAULT_TASKS = (
     "decode:pht:static", "decode:ht", "decode:flat", "cudnn_lstm", "dropout", "topk",
     "decode:discourse",
     "train:discourse:bf16", "train:discourse:bf16:use_cudnn=false",
+    # stop 68: the paper steps with keras_hsum's packed dropout masks and
+    # with Keras' own, same run (PHT's two 1-2 ms fusions on the H200 were
+    # attention dropout's: 15.6 ms with it, 12.6 without).
+    "train:pht:bf16", "train:pht:bf16:keras_dropout",
+    "train:flat:bf16", "train:flat:bf16:keras_dropout", "train:ht:bf16",
     *(f"train:{name}:bf16:attention_dropout=0" for name in ("pht", "ht", "flat")),
-    "profile:train:pht:attention_dropout=0", "profile:decode:pht",
+    "profile:train:pht", "profile:train:pht:attention_dropout=0", "profile:decode:pht",
     "anchor:xla", "anchor:flash",
-    *(f"train:{name}:bf16" for name in ("pht", "ht", "flat")),
     "train:seal:bf16", "train:shte:bf16",
     *(f"train:{name}:f32" for name in ("pht", "ht", "flat", "discourse")),
 )
@@ -316,7 +324,32 @@ def recipe_config(name, smoke, changes=""):
         config = module.CONFIGS["tiny"].replace(**SMOKE_CHANGES.get(name, {}))
     else:
         config = module.CONFIGS["paper"]
-    return module, parse_overrides(config, [c for c in changes.split("+") if c])
+    fields = [c for c in changes.split("+") if c and c != KERAS_DROPOUT]
+    return module, parse_overrides(config, fields)
+
+
+KERAS_DROPOUT = "keras_dropout"  # a train change: Keras' own dropout masks
+
+
+@contextlib.contextmanager
+def dropout_draws(changes):
+    """Traces with Keras' own dropout masks where `changes` names
+    `keras_dropout` (keras_hsum's dropouts call `packed_dropout` at trace
+    time: it is swapped for `keras.random.dropout` meanwhile); else as is."""
+    from keras_hsum.layers import packed_dropout
+
+    if KERAS_DROPOUT not in changes.split("+"):
+        yield
+        return
+    import keras
+
+    original = packed_dropout.packed_dropout
+    packed_dropout.packed_dropout = (
+        lambda inputs, rate, seed: keras.random.dropout(inputs, rate, seed=seed))
+    try:
+        yield
+    finally:
+        packed_dropout.packed_dropout = original
 
 
 def project_flops_per_example():
@@ -382,7 +415,8 @@ def measure_train(run, ctx, name, precision, changes=""):
         try:
             step, state, x, y, w, config = prepared_step(ctx, name, precision, batch, changes)
             row["parameters"] = int(step.model.count_params())
-            lowered = step.lower(state, x, y, w)
+            with dropout_draws(changes):
+                lowered = step.lower(state, x, y, w)
             lowered_cost = xla_cost(lowered)
             compiled = lowered.compile()
             row["compile_s"] = time.perf_counter() - started
@@ -560,6 +594,9 @@ def dropout_variants(rate):
 
     - "keras (threefry)": `keras.random.dropout`, i.e.
       `jax.random.bernoulli` of the raw threefry key (uniform float32 < keep);
+    - "keras_hsum packed (threefry, 16-bit fields)": `packed_dropout`, the
+      masks every keras_hsum dropout draws under JAX: one threefry hash per
+      four elements;
     - "rbg, uint32 bits": `jax.random.bits` of an `unsafe_rbg` key made of
       the seed and the seed ^ DROPOUT_SEED_MIX, kept where the bits are
       below round(keep·2³²), scaled by 2³² / that threshold;
@@ -590,7 +627,13 @@ def dropout_variants(rate):
 
         return dropout
 
+    def packed(x, seed):
+        from keras_hsum.layers.packed_dropout import packed_dropout
+
+        return packed_dropout(x, rate, seed)
+
     return [("keras (threefry)", keras_threefry),
+            ("keras_hsum packed (threefry, 16-bit fields)", packed),
             ("rbg, uint32 bits", rbg_bits(jnp.uint32, 32)),
             ("rbg, uint16 bits", rbg_bits(jnp.uint16, 16)),
             ("no dropout", lambda x, seed: x)]
