@@ -36,6 +36,19 @@ SECTION_ENCODINGS = ("paper", "carry", "concatenated")
 LEGACY_SECTION_ENCODING = "concatenated"
 
 
+def scan_carries(step, initial, xs):
+    """`ops.scan(step, initial, xs)[1]` where `step` emits its carry: the
+    stacked carries. Under TensorFlow by `tf.scan`, whose while loop has a
+    static trip count: XLA (`jit_compile=True`, Keras' default for `fit` on
+    a TensorFlow GPU) cannot differentiate the loop of Keras' TensorFlow
+    `ops.scan` ("XLA compilation requires a fixed tensor list size")."""
+    if keras.backend.backend() != "tensorflow":
+        return ops.scan(step, initial, xs)[1]
+    import tensorflow as tf  # the TensorFlow backend's own loop
+
+    return tf.scan(lambda carry, x: step(carry, x)[0], xs, initializer=initial)
+
+
 @keras.saving.register_keras_serializable(package="keras_hsum")
 class DiscourseSummarizer(Summarizer):
     """The discourse-aware abstractive summarizer of Cohan et al. (2018).
@@ -87,7 +100,7 @@ class DiscourseSummarizer(Summarizer):
     printed use h_(t-1). Teacher forcing (`call`) and
     decoding (`step`) run the same code: the recurrence (cell, attention)
     and the output distribution (Eq. 7-9), which no later step reads;
-    teacher forcing runs the recurrence in `ops.scan` over S (with the
+    teacher forcing runs the recurrence in one scan over S (with the
     cell's input product x W of all steps computed before it, and the
     attention as `DiscourseAttention.attend` with its `loop_weights()`
     read before it: the same math up to float rounding, in fewer
@@ -616,7 +629,7 @@ class DiscourseSummarizer(Summarizer):
         """Teacher forcing: int [B,S] → float32 log-probabilities [B,S,V + num_oov].
 
         The recurrence (cell and attention, `_recurrent_step`) runs in
-        `ops.scan` over S; the attention's memory terms are projected and
+        one scan over S (`scan_carries`); the attention's memory terms are projected and
         its weights read (`DiscourseAttention.loop_weights`) before it, and
         the output distribution (`_output_distribution`: vocabulary
         softmax, pointer-generator), which no later step reads, runs once
@@ -647,8 +660,8 @@ class DiscourseSummarizer(Summarizer):
         # The attention's query kernels side by side, and its score vectors.
         attention_weights = self.attention.loop_weights()
 
-        # Keras' TensorFlow `ops.scan` needs the per-step outputs to have
-        # the carry's structure: each step emits its whole carry.
+        # Each step emits its whole carry (`scan_carries`; TensorFlow's scan
+        # wants per-step outputs of the carry's structure).
         def step(carry, x_projection_t):
             state = {k: carry[k] for k in ("h", "c", "context", "coverage")}
 
@@ -665,7 +678,7 @@ class DiscourseSummarizer(Summarizer):
 
         initial = self._initial_state(memory)
         initial["alpha"] = ops.zeros_like(initial["coverage"])
-        _, steps = ops.scan(step, initial, ops.moveaxis(x_projection, 1, 0))
+        steps = scan_carries(step, initial, ops.moveaxis(x_projection, 1, 0))
         h, context, alphas = (ops.moveaxis(steps[k], 0, 1) for k in ("h", "context", "alpha"))
         log_probabilities, _ = self._output_distribution(x, h, context, alphas, memory)
         if self.use_coverage:

@@ -321,9 +321,10 @@ def keras_bidirectional(bidirectional, inputs, mask, backward_inputs=None, backw
     return forward, ops.flip(backward, axis=1), ()
 
 
-def loss_and_gradients(model, inputs):
+def loss_and_gradients(model, inputs, jit_compile=False):
     """A fixed random linear function of the log-probabilities plus the
-    coverage loss, and its gradients w.r.t. every trainable weight."""
+    coverage loss, and its gradients w.r.t. every trainable weight (under
+    TensorFlow in a `tf.function(jit_compile=True)` if asked)."""
     import keras
     from keras import ops
 
@@ -332,9 +333,13 @@ def loss_and_gradients(model, inputs):
     if keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
-        with tf.GradientTape() as tape:
-            loss = ops.sum(model(inputs) * weights) + sum(model.losses)
-        grads = tape.gradient(loss, [v.value for v in variables])
+        def tape_gradients():
+            with tf.GradientTape() as tape:
+                loss = ops.sum(model(inputs) * weights) + sum(model.losses)
+            return loss, tape.gradient(loss, [v.value for v in variables])
+
+        run = tf.function(tape_gradients, jit_compile=True) if jit_compile else tape_gradients
+        loss, grads = run()
     else:
         import jax
 
@@ -382,6 +387,22 @@ def test_loss_and_gradients_equal_keras_bidirectional_layers(section_encoding, m
     got = loss_and_gradients(model, inputs)
     monkeypatch.setattr(discourse_summarizer, "bidirectional_lstm_scan", keras_bidirectional)
     want = loss_and_gradients(model, inputs)
+    assert_same_loss_and_gradients(model, got, want, loss_rtol=1e-5, atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.tensorflow_only  # tf.function's XLA; under JAX every step is XLA already
+@pytest.mark.slow  # 8 s: XLA compiles the model's gradient
+def test_loss_and_gradients_compile_with_xla_under_tensorflow():
+    """Keras' `fit` compiles its step with XLA on a TensorFlow GPU by
+    default: the teacher-forced loss and every weight's gradient compile
+    (Keras' TensorFlow `ops.scan` could not be differentiated there: "XLA
+    compilation requires a fixed tensor list size") and equal eager ones."""
+    model = small_model()
+    inputs = with_masked_hole(random_inputs())
+    model.set_coverage_weight(0.5)
+    model(inputs)
+    want = loss_and_gradients(model, inputs)
+    got = loss_and_gradients(model, inputs, jit_compile=True)
     assert_same_loss_and_gradients(model, got, want, loss_rtol=1e-5, atol=2e-5, rtol=1e-4)
 
 
