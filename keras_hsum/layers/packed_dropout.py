@@ -23,11 +23,11 @@ Other backends, a `noise_shape`, a rate of 0 or 1, or more than 2³⁴
 elements: Keras' own dropout, unchanged.
 """
 
+import functools
 import types
 
 import keras
 import numpy as np
-from keras import ops
 
 BITS = 16
 FIELDS = 64 // BITS  # fields of one hash
@@ -104,13 +104,25 @@ def packed_dropout(inputs, rate, seed):
             or any(d is None for d in shape)
             or int(np.prod(shape[:-1])) * -(-shape[-1] // FIELDS) > MAX_HASHES):
         return keras.random.dropout(inputs, rate, seed=seed)
-    import jax.numpy as jnp
     from keras.src.backend.jax.random import jax_draw_seed
 
-    threshold = keep_threshold(rate)
-    kept = packed_bits(jax_draw_seed(seed), shape) < np.uint16(threshold)
-    scale = ops.cast(2**BITS / threshold, inputs.dtype)
-    return jnp.where(kept, inputs * scale, jnp.zeros_like(inputs))
+    return _jitted_mask_and_scale()(inputs, jax_draw_seed(seed), keep_threshold(rate))
+
+
+@functools.cache
+def _jitted_mask_and_scale():
+    """`(inputs, seed, threshold) -> masked and scaled inputs`, one `jax.jit`
+    (threshold static): an eager call compiles once per shape instead of
+    once per op; inside a traced step it is inlined."""
+    import jax
+    import jax.numpy as jnp
+
+    def mask_and_scale(inputs, seed, threshold):
+        kept = packed_bits(seed, inputs.shape) < np.uint16(threshold)
+        scale = jnp.asarray(2**BITS / threshold, inputs.dtype)
+        return jnp.where(kept, inputs * scale, jnp.zeros_like(inputs))
+
+    return jax.jit(mask_and_scale, static_argnums=2)
 
 
 def _packed_call(self, inputs, training=False):
