@@ -156,3 +156,16 @@ def test_backbone_runs_refuse_the_field():
 
     with pytest.raises(ValueError, match="`attention_dropout` applies to the models trained"):
         pht.Config(backbone="bart_base_en", attention_dropout=0.0)
+
+
+@pytest.mark.jax_slow  # under 1 s each under TensorFlow; the eager build under JAX is not
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_every_dropout_of_the_models_draws_packed_masks(name):
+    """Every Dropout of a built model (its own, its layers', and those
+    keras-hub and Keras' MultiHeadAttention make in `build`) has
+    `keras_hsum.layers.packed_dropout`'s bound call."""
+    model = build(name)
+    found = [layer for layer in model._flatten_layers(include_self=False, recursive=True)
+             if isinstance(layer, keras.layers.Dropout)]
+    assert len(found) >= 5
+    assert [d.path for d in found if "call" not in vars(d)] == []
