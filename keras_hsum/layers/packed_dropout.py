@@ -19,8 +19,9 @@ own `SeedGenerator` as Keras' is; the masks differ from Keras' (other bits
 of other counters) but are as reproducible: the same seed gives the same
 mask on every backend JAX runs on.
 
-Other backends, a `noise_shape`, a rate of 0 or 1, or more than 2³⁴
-elements: Keras' own dropout, unchanged.
+Other backends, a `noise_shape`, a rate of 0 or 1, more than 2³⁴
+elements, or a JAX without `jax.extend.random.threefry2x32_p`: Keras' own
+dropout, unchanged.
 """
 
 import functools
@@ -100,13 +101,24 @@ def packed_dropout(inputs, rate, seed):
         Under other backends, `keras.random.dropout(inputs, rate, seed=seed)`.
     """
     shape = tuple(inputs.shape)
-    if (keras.backend.backend() != "jax" or rate <= 0 or rate >= 1 or not shape
-            or any(d is None for d in shape)
+    if (keras.backend.backend() != "jax" or not _jax_has_threefry_primitive()
+            or rate <= 0 or rate >= 1 or not shape or any(d is None for d in shape)
             or int(np.prod(shape[:-1])) * -(-shape[-1] // FIELDS) > MAX_HASHES):
         return keras.random.dropout(inputs, rate, seed=seed)
     from keras.src.backend.jax.random import jax_draw_seed
 
     return _jitted_mask_and_scale()(inputs, jax_draw_seed(seed), keep_threshold(rate))
+
+
+@functools.cache
+def _jax_has_threefry_primitive():
+    """Whether this JAX exports `jax.extend.random.threefry2x32_p` (public
+    since JAX 0.4.2x); without it, Keras' own dropout."""
+    try:
+        from jax.extend.random import threefry2x32_p  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 @functools.cache
