@@ -38,15 +38,33 @@ LEGACY_SECTION_ENCODING = "concatenated"
 
 def scan_carries(step, initial, xs):
     """`ops.scan(step, initial, xs)[1]` where `step` emits its carry: the
-    stacked carries. Under TensorFlow by `tf.scan`, whose while loop has a
-    static trip count: XLA (`jit_compile=True`, Keras' default for `fit` on
-    a TensorFlow GPU) cannot differentiate the loop of Keras' TensorFlow
-    `ops.scan` ("XLA compilation requires a fixed tensor list size")."""
+    carries stacked on a new first axis. Under TensorFlow, a `while_loop`
+    with `maximum_iterations` that writes each carry into its row
+    (`scatter_update`): XLA (`jit_compile=True`, Keras' default for `fit` on a
+    TensorFlow GPU) cannot differentiate the loop of Keras' TensorFlow
+    `ops.scan`, which has none ("XLA compilation requires a fixed tensor
+    list size"). JAX keeps `ops.scan`: its while loop has no reverse mode.
+
+    Args:
+        step: `(carry, x) -> (carry, carry)`, carry a dict of tensors.
+        initial: the first carry.
+        xs: [S, ...].
+    """
     if keras.backend.backend() != "tensorflow":
         return ops.scan(step, initial, xs)[1]
-    import tensorflow as tf  # the TensorFlow backend's own loop
+    length = ops.shape(xs)[0]
+    rows = {k: ops.zeros((length,) + tuple(ops.shape(v)), v.dtype) for k, v in initial.items()}
 
-    return tf.scan(lambda carry, x: step(carry, x)[0], xs, initializer=initial)
+    def body(i, carry, rows):
+        carry, _ = step(carry, ops.take(xs, i, axis=0))
+        row = ops.reshape(i, (1, 1))
+        rows = {k: ops.scatter_update(rows[k], row, ops.expand_dims(carry[k], 0))
+                for k in rows}
+        return i + 1, carry, rows
+
+    start = ops.convert_to_tensor(0, "int32")
+    return ops.while_loop(lambda i, carry, rows: i < length, body, (start, initial, rows),
+                          maximum_iterations=length)[2]
 
 
 @keras.saving.register_keras_serializable(package="keras_hsum")
@@ -660,8 +678,7 @@ class DiscourseSummarizer(Summarizer):
         # The attention's query kernels side by side, and its score vectors.
         attention_weights = self.attention.loop_weights()
 
-        # Each step emits its whole carry (`scan_carries`; TensorFlow's scan
-        # wants per-step outputs of the carry's structure).
+        # Each step emits its whole carry; `scan_carries` stacks them.
         def step(carry, x_projection_t):
             state = {k: carry[k] for k in ("h", "c", "context", "coverage")}
 
