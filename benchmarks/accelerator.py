@@ -472,15 +472,12 @@ def measure_train(run, ctx, name, precision, changes=""):
 ANCHOR_LAYERS = 6
 
 
-def measure_anchor(run, ctx, variant):
-    """`anchor:xla|flash`: ANCHOR_LAYERS keras-hub TransformerEncoder layers
-    (post-norm, relu, dropout 0, no mask) of the PHT paper config's width,
-    on its encoder's B·P sequences of T tokens, forward + backward + an SGD
-    update in one jit, mixed_bfloat16; `flash`: Keras' flash attention on
-    (cuDNN where it applies), `xla`: off. The figure every Transformer recipe's
-    MFU is compared with (issue 57). FLOPs counted analytically per layer and
-    token: 8·D² (four projections) + 4·D·F (the feed-forward) + 4·T·D (QKᵀ and
-    AV), ×3 for forward + backward."""
+def anchor_program(variant, config, batch, layers):
+    """(step, state, x, row): the anchor's jitted step `step(state, x) ->
+    (loss, state)` (state donated) and its inputs, built under
+    `mixed_bfloat16` with Keras' flash attention on (`flash`) or off
+    (`xla`: Keras' MultiHeadAttention reads the setting when it is made);
+    `row` describes it, with its FLOPs. x and state are numpy arrays."""
     import jax
     import keras
     import numpy as np
@@ -488,28 +485,21 @@ def measure_anchor(run, ctx, variant):
 
     if variant not in ("xla", "flash"):
         raise ValueError(f"unknown anchor variant {variant!r}; expected anchor:xla or anchor:flash")
-    _, config = recipe_config("pht", ctx["smoke"])
     D, H, F = config.hidden_dim, config.num_heads, config.intermediate_dim
     P, T = config.max_paragraphs, config.max_paragraph_tokens
-    batch = 2 if ctx["smoke"] else config.batch_size
-    layers = 2 if ctx["smoke"] else ANCHOR_LAYERS
     sequences = batch * P
     row = {"task": f"anchor:{variant}", "recipe": f"anchor: keras-hub encoder ×{layers}",
            "precision": "bf16", "changes": "flash attention" if variant == "flash"
            else "XLA attention", "batch": batch, "sequences": sequences,
            "sequence_length": T, "hidden_dim": D, "intermediate_dim": F, "num_heads": H}
-    started = time.perf_counter()
+    keras.config.set_dtype_policy("mixed_bfloat16")
     try:
-        if variant == "flash":
-            keras.config.enable_flash_attention()
-        else:
-            keras.config.disable_flash_attention()
-        keras.config.set_dtype_policy("mixed_bfloat16")
-        inputs = keras.Input((T, D))
-        hidden = inputs
-        for i in range(layers):
-            hidden = TransformerEncoder(F, H, dropout=0.0, name=f"encoder_{i}")(hidden)
-        model = keras.Model(inputs, hidden)
+        with anchor_attention(variant):
+            inputs = keras.Input((T, D))
+            hidden = inputs
+            for i in range(layers):
+                hidden = TransformerEncoder(F, H, dropout=0.0, name=f"encoder_{i}")(hidden)
+            model = keras.Model(inputs, hidden)
     finally:
         keras.config.set_dtype_policy("float32")
     trainable = [v.value for v in model.trainable_variables]
@@ -524,15 +514,49 @@ def measure_anchor(run, ctx, variant):
         loss, grads = jax.value_and_grad(loss_fn)(trainable)
         return loss, [t - 1e-4 * g.astype(t.dtype) for t, g in zip(trainable, grads)]
 
-    x = jax.device_put(np.random.default_rng(0).standard_normal((sequences, T, D), "float32"))
-    state = jax.device_put([np.array(t) for t in trainable])
-    try:
-        lowered = jax.jit(step, donate_argnums=0).lower(state, x)
-        compiled = lowered.compile()
-    finally:
-        keras.config.enable_flash_attention()  # back to Keras' default (None: auto)
-    row["compile_s"] = time.perf_counter() - started
+    x = np.random.default_rng(0).standard_normal((sequences, T, D), "float32")
+    state = [np.array(t) for t in trainable]
     row["parameters"] = int(model.count_params())
+    row["flops_per_step"] = 3 * layers * sequences * T * (8 * D * D + 4 * D * F + 4 * T * D)
+    row["flops_method"] = "anchor: 3 × layers × tokens × (8D² + 4DF + 4TD)"
+    return jax.jit(step, donate_argnums=0), state, x, row
+
+
+@contextlib.contextmanager
+def anchor_attention(variant):
+    """Keras' flash attention on (`flash`) or off (`xla`) while the anchor
+    is lowered; Keras' default (None: auto) afterwards."""
+    import keras
+
+    if variant == "flash":
+        keras.config.enable_flash_attention()
+    else:
+        keras.config.disable_flash_attention()
+    try:
+        yield
+    finally:
+        keras.config.enable_flash_attention()
+
+
+def measure_anchor(run, ctx, variant):
+    """`anchor:xla|flash`: ANCHOR_LAYERS keras-hub TransformerEncoder layers
+    (post-norm, relu, dropout 0, no mask) of the PHT paper config's width,
+    on its encoder's B·P sequences of T tokens, forward + backward + an SGD
+    update in one jit, mixed_bfloat16; `flash`: Keras' flash attention on
+    (cuDNN where it applies), `xla`: off. The figure every Transformer recipe's
+    MFU is compared with (issue 57). FLOPs counted analytically per layer and
+    token: 8·D² (four projections) + 4·D·F (the feed-forward) + 4·T·D (QKᵀ and
+    AV), ×3 for forward + backward."""
+    import jax
+
+    _, config = recipe_config("pht", ctx["smoke"])
+    batch = 2 if ctx["smoke"] else config.batch_size
+    layers = 2 if ctx["smoke"] else ANCHOR_LAYERS
+    started = time.perf_counter()
+    step, state, x, row = anchor_program(variant, config, batch, layers)
+    x, state = jax.device_put(x), jax.device_put(state)
+    compiled = step.lower(state, x).compile()
+    row["compile_s"] = time.perf_counter() - started
     row["xla_buffer_gib"] = (xla_buffer_bytes(compiled) or 0) / 2**30 or None
     row["fused_attention_calls"] = fused_attention_calls(compiled)
     times, losses, steps = timed(run, ctx, lambda state: compiled(state, x), state)
@@ -540,12 +564,11 @@ def measure_anchor(run, ctx, variant):
     row.update(step_ms=1000 * step_s, examples_per_s=batch / step_s,
                steps_timed=steps * len(times), losses=losses,
                loss_finite=all(math.isfinite(v) for v in losses))
-    row["flops_per_step"] = 3 * layers * sequences * T * (8 * D * D + 4 * D * F + 4 * T * D)
-    row["flops_method"] = "anchor: 3 × layers × tokens × (8D² + 4DF + 4TD)"
     row["tflop_per_s"] = row["flops_per_step"] / step_s / 1e12
     bf16_peak, _ = peaks(ctx["device"]["device_kind"])
     if bf16_peak:
         row["mfu_pct"] = 100 * row["flops_per_step"] / step_s / bf16_peak
+    sequences, T = row["sequences"], row["sequence_length"]
     run.log(f"{row['task']}: {sequences}×{T} tokens, {row['step_ms']:.2f} ms/step, MFU "
             f"{fmt(row.get('mfu_pct'), '.1f')}%, cuDNN attention calls "
             f"{row['fused_attention_calls']}, compile {row['compile_s']:.1f} s")
