@@ -617,9 +617,24 @@ def markdown(stored):
              "kernels, bytes and a roofline (each kernel at the memory bandwidth or the "
              "dense bf16 peak, whichever binds) read off the optimized program. "
              "A roofline is a lower bound, not a measurement.", ""]
-    notes = stored.get("_notes")
-    if notes:
-        lines += [notes, ""]
+    calibration = stored.get("_calibration")
+    if calibration:
+        lines += ["**Predicted step.** predicted ms = "
+                  f"{calibration['roofline_factor']:.3f} × roofline ms + "
+                  f"{1e3 * calibration['per_kernel_ms']:.2f} µs × kernels: least squares "
+                  "(relative errors) over the steps measured on "
+                  f"{calibration['device']} ({calibration['measured']}) against the same "
+                  f"code compiled here (run \"{calibration['run']}\"). Its points:", "",
+                  "| task | measured ms | predicted ms | predicted ÷ measured | roofline ms "
+                  "| kernels |", "|---|---|---|---|---|---|"]
+        for point in calibration["points"]:
+            lines.append(f"| {point['task']} | {point['measured_ms']:.1f} | "
+                         f"{point['predicted_ms']:.1f} | "
+                         f"{point['predicted_ms'] / point['measured_ms']:.2f} | "
+                         f"{point['roofline_ms']:.2f} | {point['kernels']} |")
+        lines.append("")
+    if stored.get("_notes"):
+        lines += [stored["_notes"], ""]
     for key, run in stored.items():
         if key.startswith("_"):
             continue
@@ -628,11 +643,11 @@ def markdown(stored):
                   f"({TARGETS[run['target']]['memory_bandwidth'] / 1e12:.2f} TB/s, "
                   f"{TARGETS[run['target']]['bf16_peak'] / 1e12:.0f} TFLOP/s bf16).", ""]
         lines += ["| task | batch | kernels | GB moved | TFLOP | roofline ms | of which matmul "
-                  "| elementwise | reduction | copies | attention | MFU at roofline | cuDNN "
-                  "attention calls | temp GiB |", "|---" * 14 + "|"]
+                  "| elementwise | reduction | copies | attention | MFU at roofline | predicted "
+                  "ms | cuDNN attention calls | temp GiB |", "|---" * 15 + "|"]
         for row in run["rows"]:
             if "error" in row:
-                lines.append(f"| {row['task']} | error: {row['error'][:200]} |" + " |" * 12)
+                lines.append(f"| {row['task']} | error: {row['error'][:200]} |" + " |" * 13)
                 continue
             t, c = row["total"], row["by_class"]
             lines.append(
@@ -641,6 +656,7 @@ def markdown(stored):
                 f"{c['elementwise']['roofline_ms']:.2f} | {c['reduction']['roofline_ms']:.2f} | "
                 f"{c['copies']['roofline_ms']:.2f} | {c['attention']['roofline_ms']:.2f} | "
                 f"{_fmt(row.get('mfu_at_roofline_pct'), '.1f')}% | "
+                f"{_fmt(predicted_ms(row, calibration), '.1f')} | "
                 f"{row['cudnn_attention_calls']} | {_fmt(row.get('temp_gib'))} |")
         for row in run["rows"]:
             if "error" in row or not run.get("details", True):
@@ -668,6 +684,61 @@ def write_results(folder, key, result):
         stored = {}
     stored[key] = result
     save(folder, stored)
+
+
+def measured_steps(path, device_kind):
+    """{task: step ms} of the device runs of `device_kind` in a
+    benchmarks/accelerator.py results file."""
+    with open(path, encoding="utf-8") as handle:
+        stored = json.load(handle)
+    steps = {}
+    for run in stored.values():
+        if isinstance(run, dict) and run.get("device", {}).get("device_kind") == device_kind:
+            for row in run.get("rows", []):
+                if row.get("step_ms") and row.get("task", "").startswith(("train:", "anchor:")):
+                    steps[row["task"]] = row["step_ms"]
+    return steps
+
+
+def fit(folder, key, accelerator_json, device_kind):
+    """Fits step ms ≈ a·(roofline ms) + c·kernels to the measured steps of
+    `device_kind` (accelerator.json) and the programs of run `key` (the
+    code that was measured, compiled for that device): least squares on
+    relative errors. Stored as `_calibration`; the markdown then gives each
+    row's predicted ms."""
+    import numpy as np
+
+    path = os.path.join(folder, STEM + ".json")
+    with open(path, encoding="utf-8") as handle:
+        stored = json.load(handle)
+    measured = measured_steps(accelerator_json, device_kind)
+    pairs = [(row, measured[row["task"]]) for row in stored[key]["rows"]
+             if "error" not in row and row["task"] in measured]
+    if len(pairs) < 3:
+        raise SystemExit(f"{len(pairs)} tasks of {key!r} have a measured step of {device_kind}; "
+                         "a fit needs 3 or more.")
+    design = np.array([[r["total"]["roofline_ms"], r["total"]["kernels"]] for r, _ in pairs])
+    steps = np.array([m for _, m in pairs])
+    (a, c), *_ = np.linalg.lstsq(design / steps[:, None], np.ones(len(steps)), rcond=None)
+    points = [{"task": r["task"], "measured_ms": m, "roofline_ms": r["total"]["roofline_ms"],
+               "kernels": r["total"]["kernels"], "predicted_ms": a * x[0] + c * x[1]}
+              for (r, m), x in zip(pairs, design)]
+    stored["_calibration"] = {
+        "roofline_factor": float(a), "per_kernel_ms": float(c), "run": key,
+        "device": device_kind, "measured": os.path.relpath(accelerator_json, ROOT),
+        "points": points}
+    save(folder, stored)
+    for point in points:
+        print(f"{point['task']:40s} measured {point['measured_ms']:7.1f} ms, predicted "
+              f"{point['predicted_ms']:7.1f} ({point['predicted_ms'] / point['measured_ms']:.2f}x)")
+    print(f"step ms ≈ {a:.3f} × roofline ms + {1e3 * c:.2f} µs × kernels")
+
+
+def predicted_ms(row, calibration):
+    if not calibration or "total" not in row:
+        return None
+    return (calibration["roofline_factor"] * row["total"]["roofline_ms"]
+            + calibration["per_kernel_ms"] * row["total"]["kernels"])
 
 
 def reanalyse(folder, top):
@@ -708,6 +779,11 @@ def main(argv=None):
                         help="also write each optimized program's text here (MBs each)")
     parser.add_argument("--no-details", dest="details", action="store_false",
                         help="the summary row only in the markdown")
+    parser.add_argument("--fit", default=None, metavar="KEY",
+                        help="fit the prediction to the measured steps of --device-kind in "
+                        "--measured (benchmarks/accelerator.py's results) for run KEY of --out")
+    parser.add_argument("--measured", default=os.path.join(RESULTS, "accelerator.json"))
+    parser.add_argument("--device-kind", default="NVIDIA H200")
     parser.add_argument("--reanalyse", action="store_true",
                         help="read the programs of --out's rows again from their --hlo-dir "
                         "files (no compiling) and rewrite the results")
@@ -716,6 +792,9 @@ def main(argv=None):
     sys.path[:0] = [p for p in (BENCHMARKS,) if p not in sys.path]
     if args.reanalyse:
         reanalyse(args.out, args.top)
+        return
+    if args.fit:
+        fit(args.out, args.fit, args.measured, args.device_kind)
         return
     sharding = compile_only_device(args.target)  # before keras_hsum imports JAX
     import accelerator
