@@ -306,10 +306,14 @@ def _alu_ops(body):
     return total
 
 
-def kernels(hlo_text):
+def kernels(hlo_text, tokens=None):
     """The kernels of an optimized GPU HLO text, each a dict: `name`,
     `kind` (fusion kind or custom-call target or opcode), `class`,
-    `calls` (per program run: loop bodies × their known trip count),
+    `calls` (per program run: loop bodies × their known trip count; a loop
+    whose trip count XLA does not know runs `tokens` ÷ (the iterations of
+    the known loops inside it) times when `tokens` is given (a decode loop
+    produces `tokens` positions in all), once otherwise; each such iteration
+    reads its condition back to the host: `host_reads`),
     `bytes` and `flops` per call, `shape`, `op` (the Keras op it comes
     from: the metadata of the fusion's root, else its own)."""
     from decode_loop_hlo import parse_hlo
@@ -402,9 +406,8 @@ def kernels(hlo_text):
             if opcode in _FREE:
                 continue
             if opcode == "while":
-                trip = re.search(r'"known_trip_count":\{"n":"(\d+)"\}', instruction["attributes"])
-                walk(_called(instruction, "body"), calls * (int(trip.group(1)) if trip else 1),
-                     seen)
+                body = _called(instruction, "body")
+                walk(body, calls * _trips(instruction, body, computations, tokens), seen)
                 continue
             if opcode in ("call", "conditional", "async-start"):
                 for key in ("to_apply", "calls", "branch_computations"):
@@ -443,6 +446,55 @@ def kernels(hlo_text):
 
     walk(entry, 1, set())
     return found
+
+
+def host_reads(hlo_text, tokens=None):
+    """Iterations, per program run, of the loops whose trip count XLA does
+    not know (each ends with a device-to-host read of its condition), as
+    `kernels` counts them."""
+    from decode_loop_hlo import parse_hlo
+
+    computations = parse_hlo(hlo_text)
+    entry = re.search(r"^ENTRY\s+%(\S+)", hlo_text, re.M).group(1)
+    reads = 0
+
+    def walk(name, calls):
+        nonlocal reads
+        for instruction in computations.get(name, []):
+            if instruction["opcode"] == "while":
+                body = _called(instruction, "body")
+                trips = _trips(instruction, body, computations, tokens)
+                if not re.search(r'"known_trip_count"', instruction["attributes"]):
+                    reads += calls * trips
+                walk(body, calls * trips)
+            elif instruction["opcode"] in ("call", "conditional"):
+                for key in ("to_apply", "calls", "branch_computations"):
+                    for called in re.findall(key + r"=\{?%([^\s,}]+)", instruction["attributes"]):
+                        walk(called, calls)
+
+    walk(entry, 1)
+    return reads
+
+
+def _inner_trips(body, computations):
+    """Iterations of the known-trip-count loops nested in `body` (the
+    longest chain), 1 without any."""
+    best = 1
+    for instruction in computations.get(body, []):
+        if instruction["opcode"] == "while":
+            trip = re.search(r'"known_trip_count":\{"n":"(\d+)"\}', instruction["attributes"])
+            inner = _inner_trips(_called(instruction, "body"), computations)
+            best = max(best, (int(trip.group(1)) if trip else 1) * inner)
+    return best
+
+
+def _trips(instruction, body, computations, tokens):
+    trip = re.search(r'"known_trip_count":\{"n":"(\d+)"\}', instruction["attributes"])
+    if trip:
+        return int(trip.group(1))
+    if tokens:
+        return max(1, -(-tokens // _inner_trips(body, computations)))
+    return 1
 
 
 CLASSES = ("matmul", "attention", "elementwise", "reduction", "copies", "other")
@@ -552,6 +604,46 @@ def compile_anchor(task, sharding):
     return compiled, row
 
 
+def compile_decode(task, sharding):
+    """(compiled, row) of `decode:<model>:<method>:<batch>`: benchmarks/
+    accelerator.py's paper-size decode (beam 5, 200 positions, float32)
+    by `method` (ours, static, keras-hub or floor) at `batch`."""
+    import accelerator
+
+    parts = task.split(":")
+    if len(parts) != 4:
+        raise SystemExit(f"decode task {task!r}: expected decode:<model>:<method>:<batch>, "
+                         "method one of ours, static, keras-hub, floor")
+    name, method, batch = parts[1], parts[2], int(parts[3])
+    builders = {"ours": accelerator.ours, "static": accelerator.ours_static,
+                "keras-hub": accelerator.keras_hub_beam, "floor": accelerator.floor}
+    label, model, inputs = _decode_inputs(accelerator, name, batch)  # runs it: on the CPU
+    with as_on_gpu():
+        function = accelerator.stateless_jit(model, builders[method](model, accelerator.LENGTH))
+        values = _specs([v.value for v in model.variables], sharding)
+        compiled = function.lower(values, _specs(inputs, sharding)).compile()
+    row = {"task": task, "model": label, "method": method, "batch": batch,
+           "beams": accelerator.BEAMS, "tokens": accelerator.LENGTH}
+    return compiled, row
+
+
+def _decode_inputs(accelerator, name, batch):
+    """(label, model, inputs of `batch`) of benchmarks/decode.py's paper
+    model `name`, built once per model."""
+    import decode
+
+    if name not in _DECODE_MODELS:
+        size = next(s for s in decode.PAPER_SIZES if s[1] == name)
+        label, recipe, changes, paragraphs, tokens, vocabulary = size
+        model, _, vocabulary = decode.paper_model(recipe, changes, vocabulary)
+        _DECODE_MODELS[name] = (label, model, vocabulary, paragraphs, tokens)
+    label, model, vocabulary, paragraphs, tokens = _DECODE_MODELS[name]
+    return label, model, decode.paper_inputs(vocabulary, paragraphs, tokens, batch=batch)
+
+
+_DECODE_MODELS = {}
+
+
 def run_task(task, target, sharding, top, hlo_dir=None):
     started = time.perf_counter()
     kind = task.split(":")[0]
@@ -559,9 +651,11 @@ def run_task(task, target, sharding, top, hlo_dir=None):
         compiled, row = compile_train(task, sharding)
     elif kind == "anchor":
         compiled, row = compile_anchor(task, sharding)
+    elif kind == "decode":
+        compiled, row = compile_decode(task, sharding)
     else:
-        raise SystemExit(f"unknown task {task!r}: expected train:<recipe>:<bf16|f32>[:CHANGES] "
-                         "or anchor:xla|anchor:flash")
+        raise SystemExit(f"unknown task {task!r}: expected train:<recipe>:<bf16|f32>[:CHANGES], "
+                         "anchor:xla|anchor:flash or decode:<model>:<method>:<batch>")
     text = compiled.as_text()
     row["compile_s"] = round(time.perf_counter() - started, 1)
     stats = compiled.memory_analysis()
@@ -578,10 +672,21 @@ def run_task(task, target, sharding, top, hlo_dir=None):
 
 
 def analysed(row, text, target, top):
-    """`row` with the program's figures (`summary`) added."""
+    """`row` with the program's figures (`summary`) added (a decode row's
+    loops of unknown trip count make `row["tokens"]` positions)."""
+    tokens = row.get("tokens")
     row["cudnn_attention_calls"] = len(re.findall(r'custom_call_target="__cudnn\$fmha', text))
     row["cudnn_rnn_calls"] = len(re.findall(r'custom_call_target="[^"]*[Rr]nn', text))
-    row.update(summary(kernels(text), target, top))
+    row["host_reads"] = host_reads(text, tokens)
+    found = kernels(text, tokens)
+    row.update(summary(found, target, top))
+    if tokens:
+        loop_kernels = [k for k in found if k["calls"] >= tokens - 1]  # once per position
+        row["kernels_per_token"] = sum(k["calls"] for k in loop_kernels) / tokens
+        row["top_k_rows"] = sorted({
+            f"{k['kind'].split(':')[-1]} {re.sub(r'[{][^}]*[}]', '', k['shape'])[:50]}"
+            for k in loop_kernels if "top_k" in k["op"] or "topk" in k["kind"].lower()
+            or k["kind"] == "sort"})
     flops = row.get("project_flops_per_step")
     if flops:
         row["mfu_at_roofline_pct"] = 100 * flops / (
@@ -642,10 +747,25 @@ def markdown(stored):
                   f"keras {run['keras']}; target {run['target']} "
                   f"({TARGETS[run['target']]['memory_bandwidth'] / 1e12:.2f} TB/s, "
                   f"{TARGETS[run['target']]['bf16_peak'] / 1e12:.0f} TFLOP/s bf16).", ""]
+        decodes = [row for row in run["rows"] if row.get("tokens") and "error" not in row]
+        if decodes:
+            lines += ["| decode | kernels per token | kernels | host reads | GB moved | roofline ms "
+                      "| top-k kernels (outputs) |", "|---|---|---|---|---|---|---|"]
+            for row in decodes:
+                t = row["total"]
+                lines.append(
+                    f"| {row['task']} | {row.get('kernels_per_token', 0):.0f} | {t['kernels']} | "
+                    f"{row['host_reads']} | {t['gb']:.1f} | {t['roofline_ms']:.2f} | "
+                    f"{'; '.join(row.get('top_k_rows') or []) or '—'} |")
+            lines.append("")
+            if len(decodes) == len(run["rows"]):
+                continue
         lines += ["| task | batch | kernels | GB moved | TFLOP | roofline ms | of which matmul "
                   "| elementwise | reduction | copies | attention | MFU at roofline | predicted "
                   "ms | cuDNN attention calls | temp GiB |", "|---" * 15 + "|"]
         for row in run["rows"]:
+            if row.get("tokens") and "error" not in row:
+                continue
             if "error" in row:
                 lines.append(f"| {row['task']} | error: {row['error'][:200]} |" + " |" * 13)
                 continue
@@ -735,7 +855,10 @@ def fit(folder, key, accelerator_json, device_kind):
 
 
 def predicted_ms(row, calibration):
-    if not calibration or "total" not in row:
+    """The fitted train-step prediction (None for decode rows: a decode's
+    time goes to latency-bound kernels, a top-k over one block per row, that
+    neither bytes nor kernel counts price)."""
+    if not calibration or "total" not in row or row.get("tokens"):
         return None
     return (calibration["roofline_factor"] * row["total"]["roofline_ms"]
             + calibration["per_kernel_ms"] * row["total"]["kernels"])
