@@ -108,7 +108,9 @@ class BartComputation:
         return x
 
     def cross_attention_caches(self, memory):
-        """float [B,L,2,N,H,Dh] of the encoder states [B,N,D]."""
+        """The decoder's cross-attention keys and values of the encoder
+        states [B,N,D]: a tuple of L `(key, value)` pairs, each float
+        [B,N,H,Dh] (`decoder_cross_attention_caches`)."""
         return decoder_cross_attention_caches(self.backbone.decoder_transformer_layers, memory)
 
     def decode_step(self, tokens, index, memory, memory_mask, self_caches, cross_caches,
@@ -121,7 +123,7 @@ class BartComputation:
         updated = []
         for i, layer in enumerate(self.backbone.decoder_transformer_layers):
             x, self_cache, query_input = cached_decoder_layer(
-                layer, x, index, self_caches[:, i], cross_caches[:, i], memory_mask
+                layer, x, index, self_caches[:, i], cross_caches[i], memory_mask
             )
             updated.append(self_cache)
             if between is not None:
@@ -130,7 +132,7 @@ class BartComputation:
         if with_attention:
             attention = cross_attention_probabilities(
                 layer._cross_attention_layer._query_dense(query_input),
-                cross_caches[:, -1, 0], memory_mask, 1.0 / math.sqrt(self.head_dim),
+                cross_caches[-1][0], memory_mask, 1.0 / math.sqrt(self.head_dim),
             )
         return x, ops.stack(updated, axis=1), attention
 
@@ -201,6 +203,10 @@ class T5Computation:
         return self._finish(x, training=training)
 
     def cross_attention_caches(self, memory):
+        """The decoder's cross-attention keys and values of the encoder
+        states [B,N,D] as keras-hub's `T5MultiHeadAttention` reads its
+        `cache`: a tuple of L arrays, each float [B,2,N,H,Dh] (key, value
+        stacked on axis 1)."""
         batch = ops.shape(memory)[0]
         heads = self.backbone.num_heads
         caches = []
@@ -211,7 +217,7 @@ class T5Computation:
                 attention.value_projector(memory), (batch, -1, heads, self.head_dim)
             )
             caches.append(ops.stack([key, value], axis=1))
-        return ops.stack(caches, axis=1)
+        return tuple(caches)
 
     def decode_step(self, tokens, index, memory, memory_mask, self_caches, cross_caches,
                     between=None, with_attention=False):
@@ -226,7 +232,7 @@ class T5Computation:
         for i, layer in enumerate(layers):
             if with_attention and i == len(layers) - 1:
                 x, position_bias, self_cache, attention = self._layer_step_with_attention(
-                    layer, x, index, position_bias, self_caches[:, i], cross_caches[:, i],
+                    layer, x, index, position_bias, self_caches[:, i], cross_caches[i],
                     memory, memory_mask,
                 )
             else:
@@ -238,7 +244,7 @@ class T5Computation:
                     use_causal_mask=True,
                     self_attention_cache=self_caches[:, i],
                     self_attention_cache_update_index=index,
-                    cross_attention_cache=cross_caches[:, i],
+                    cross_attention_cache=cross_caches[i],
                     cross_attention_cache_update_index=None,
                 )
             updated.append(self_cache)
@@ -320,12 +326,14 @@ class BackboneSummarizer(Summarizer):
     Decoding follows the `Summarizer` contract (`keras_hsum.models.
     summarizer`), so `keras_hsum.decoding.beam_search` / `greedy_search` and
     their score terms drive it unchanged: `initial_cache` projects every
-    decoder layer's cross-attention keys and values once ([B,L,2,N,H,Dh],
-    constant), `step` runs one token through the decoder with its cached
-    self-attention keys and values ([B,L,2,S_max,H,Dh], the per-hypothesis
-    state) written at `index`, as keras-hub's `BartSeq2SeqLM` and
-    `T5Seq2SeqLM` do when they generate (T5's relative position bias is
-    computed for the query at `index`).
+    decoder layer's cross-attention keys and values once (`"cross_caches"`,
+    constant: a tuple with one item per layer, BART's a `(key, value)` pair
+    of [B,N,H,Dh] arrays, T5's one [B,2,N,H,Dh] array), `step` runs one
+    token through the decoder with its cached self-attention keys and
+    values ([B,L,2,S_max,H,Dh], the per-hypothesis state) written at
+    `index`, as keras-hub's `BartSeq2SeqLM` and `T5Seq2SeqLM` do when they
+    generate (T5's relative position bias is computed for the query at
+    `index`).
 
     Supported backbones: `keras_hub.models.BartBackbone` and `T5Backbone`
     (and their subclasses); `BartComputation` / `T5Computation` in this
@@ -521,8 +529,11 @@ class BackboneSummarizer(Summarizer):
 
     def initial_cache(self, memory, max_length):
         """`(static, state)`: the memory plus every layer's cross-attention
-        keys/values `"cross_caches"` [B,L,2,N,H,Dh]; zeroed self-attention
-        caches `"self_caches"` [B,L,2,max_length,H,Dh]."""
+        keys/values `"cross_caches"` (a tuple with one item per decoder
+        layer: BART's a `(key, value)` pair, each float [B,N,H,Dh]; T5's one
+        float [B,2,N,H,Dh], key and value stacked as keras-hub's T5
+        attention reads its cache); zeroed self-attention caches
+        `"self_caches"` [B,L,2,max_length,H,Dh]."""
         self._check_length("max_length", max_length if isinstance(max_length, int) else None)
         static = dict(memory)
         static["cross_caches"] = self.computation.cross_attention_caches(memory["memory"])

@@ -164,8 +164,9 @@ class FlatMemorySummarizer(Summarizer):
 
     def initial_cache(self, memory, max_length):
         """`(static, state)`: the memory plus every layer's cross-attention
-        keys/values (and, when copying, the copy keys [B,1,M,D]); zeroed
-        self-attention caches [B,L,2,max_length,H,Dh]."""
+        keys/values `"cross_caches"` (a tuple of L `(key, value)` pairs,
+        each float [B,M,H,Dh]) (and, when copying, the copy keys
+        [B,1,M,D]); zeroed self-attention caches [B,L,2,max_length,H,Dh]."""
         return self._cache(memory, max_length, 1)
 
     def _cache(self, memory, max_length, beam_size):

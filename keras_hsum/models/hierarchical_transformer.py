@@ -301,13 +301,13 @@ class HierarchicalTransformer(FlatMemorySummarizer):
         decoder_inputs = x
         updated = []
         for i, layer in enumerate(self.decoder.decoder_layers):
-            cross_cache = static["cross_caches"][:, i]
+            cross_cache = static["cross_caches"][i]  # (key, value) [B,M,H,Dh]
             x, self_cache, query_input = cached_decoder_layer(
                 layer, x, index, state["self_caches"][:, i], cross_cache, memory_mask
             )
             updated.append(self_cache)
         paragraph_attention = self._paragraph_attention(
-            layer, query_input, cross_cache[:, 0], memory_mask, static[PARAGRAPH_MASK]
+            layer, query_input, cross_cache[0], memory_mask, static[PARAGRAPH_MASK]
         )
         logits = self._outputs(x, decoder_inputs, static)[:, 0]
         aux = {PARAGRAPH_ATTENTION: paragraph_attention}

@@ -639,7 +639,10 @@ class SEAL(ExtractiveAbstractive):
 
     def initial_cache(self, memory, max_length):
         """State: self-attention caches, the decoded tokens [B, M_max·L_seg+1]
-        (M_max = ceil(max_length / L_seg)) and the current selection."""
+        (M_max = ceil(max_length / L_seg)) and the current selection (its
+        memory, mask, snippet ids and `"cross_caches"`: L `(key, value)`
+        pairs, each float [B,L_ext,H,Dh], projected again at every segment
+        boundary)."""
         batch = ops.shape(memory["snippets"])[0]
         segments = -(-int(max_length) // self.segment_length)
         decoded = ops.full(

@@ -20,16 +20,23 @@ from keras_hsum.layers.transformer_decoder import TransformerDecoder
 
 
 def decoder_cross_attention_caches(decoder_layers, memory):
-    """float [B,L,2,M,H,Dh]: the cross-attention keys and values of each
-    keras-hub `TransformerDecoder` in `decoder_layers` over `memory` [B,M,D]
-    (`TransformerSummaryDecoder` and `BackboneSummarizer`'s BART share it)."""
+    """The cross-attention keys and values of each keras-hub
+    `TransformerDecoder` in `decoder_layers` over `memory` [B,M,D]
+    (`TransformerSummaryDecoder` and `BackboneSummarizer`'s BART share it).
+
+    Returns:
+        a tuple with one `(key, value)` pair per layer, in layer order;
+        key and value each float [B,M,H,Dh], separate arrays. Not one
+        stacked [B,L,2,M,H,Dh] tensor: a decode loop that slices layer i's
+        key and value out of a stacked cache makes XLA copy them out at
+        every step (a strided slice of the whole cache), while separate
+        arrays made before the loop are read in place.
+    """
     caches = []
     for layer in decoder_layers:
         attention = layer._cross_attention_layer
-        key = attention._key_dense(memory)
-        value = attention._value_dense(memory)
-        caches.append(ops.stack([key, value], axis=1))
-    return ops.stack(caches, axis=1)
+        caches.append((attention._key_dense(memory), attention._value_dense(memory)))
+    return tuple(caches)
 
 
 def shared_cross_attention(attention, x, cross_cache, memory_mask=None):
@@ -40,20 +47,30 @@ def shared_cross_attention(attention, x, cross_cache, memory_mask=None):
         attention: the layer (`TransformerDecoder._cross_attention_layer`).
         x: float [N,S,D], the queries' inputs; N = B·K, row b·K + k reads
             example b of the cache (K = 1: one row per example).
-        cross_cache: float [B,2,M,H,Dh], the keys and values.
+        cross_cache: `(key, value)`, each float [B,M,H,Dh] (one layer's
+            pair of `decoder_cross_attention_caches`).
         memory_mask: bool [B,M] or None.
 
     Returns:
-        float [N,S,D], what the layer returns with `cache=cross_cache` and
-        `cache_update_index=None` on the cache repeated K times (the same
-        query, softmax and output projections; the K rows' queries are
-        folded into one query axis of length K·S, so the keys and values
-        are read once per example, not once per row).
+        float [N,S,D], what the layer returns with `cache` = key and value
+        stacked on axis 1, repeated K times, and `cache_update_index=None`
+        (the same query, softmax and output projections; the K rows'
+        queries are folded into one query axis of length K·S, so the keys
+        and values are read once per example, not once per row).
     """
-    query, rows = fold_rows(attention._query_dense(x), cross_cache)  # [B,K·S,H,Dh]
+    if not isinstance(cross_cache, (tuple, list)) or len(cross_cache) != 2:
+        raise ValueError(
+            "shared_cross_attention: `cross_cache` must be one layer's "
+            "`(key, value)` pair, each float [B,M,H,Dh] (an item of "
+            "`decoder_cross_attention_caches`); received "
+            f"{type(cross_cache).__name__} of shape "
+            f"{getattr(cross_cache, 'shape', None)}."
+        )
+    key, value = cross_cache
+    query, rows = fold_rows(attention._query_dense(x), key)  # [B,K·S,H,Dh]
     mask = None if memory_mask is None else as_bool_mask(memory_mask)[:, None, :]
     output, _ = attention._compute_attention(
-        query=query, key=cross_cache[:, 0], value=cross_cache[:, 1],
+        query=query, key=key, value=value,
         attention_mask=mask, training=False,
     )
     return attention._output_dense(unfold_rows(output, rows))
@@ -73,7 +90,7 @@ def cached_decoder_layer(layer, x, index, self_cache, cross_cache, memory_mask=N
             N = B·K, row b·K + k reads example b of `cross_cache`.
         index: int scalar.
         self_cache: float [N,2,S_max,H,Dh].
-        cross_cache: float [B,2,M,H,Dh].
+        cross_cache: `(key, value)`, each float [B,M,H,Dh].
         memory_mask: bool [B,M] or None.
 
     Returns:
@@ -129,7 +146,8 @@ def run_cached_decoder_layers(
         memory_mask: bool [B,M] or None (the memory's keys and values come
             from `cross_caches`).
         self_caches: float [N,L,2,S_max,H,Dh].
-        cross_caches: float [B,L,2,M,H,Dh] (`decoder_cross_attention_caches`).
+        cross_caches: L `(key, value)` pairs, each float [B,M,H,Dh]
+            (`decoder_cross_attention_caches`).
         between: optional `(i, x) -> x`, run on layer i's output before
             layer i + 1 reads it (sublayers added between pretrained ones).
 
@@ -139,7 +157,7 @@ def run_cached_decoder_layers(
     updated = []
     for i, layer in enumerate(decoder_layers):
         x, self_cache, _ = cached_decoder_layer(
-            layer, x, index, self_caches[:, i], cross_caches[:, i], memory_mask
+            layer, x, index, self_caches[:, i], cross_caches[i], memory_mask
         )
         updated.append(self_cache)
         if between is not None:
@@ -312,7 +330,9 @@ class TransformerSummaryDecoder(keras.layers.Layer):
         return inputs, x
 
     def cross_attention_caches(self, memory):
-        """float [B,L,2,M,H,Dh]: every layer's cross-attention keys and values."""
+        """Every layer's cross-attention keys and values: a tuple of L
+        `(key, value)` pairs, each float [B,M,H,Dh]
+        (`decoder_cross_attention_caches`)."""
         return decoder_cross_attention_caches(self.decoder_layers, memory)
 
     def empty_self_attention_caches(self, batch_size, max_length):
@@ -342,7 +362,8 @@ class TransformerSummaryDecoder(keras.layers.Layer):
                 `cross_caches`).
             self_caches: float [N,L,2,S_max,H,Dh] from
                 `empty_self_attention_caches` (positions < index filled).
-            cross_caches: float [B,L,2,M,H,Dh] from `cross_attention_caches`.
+            cross_caches: L `(key, value)` pairs, each float [B,M,H,Dh],
+                from `cross_attention_caches`.
             memory_mask: optional bool [B,M].
 
         Returns:

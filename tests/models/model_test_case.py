@@ -177,11 +177,22 @@ def assert_beam_cache_step_matches_call(model, inputs, beams=3, atol=1e-5, seed=
     return static
 
 
+def cache_rows(entry):
+    """The set of axis-0 sizes of the arrays in a cache entry: one array or
+    a nested structure of them (e.g. `"cross_caches"`, one `(key, value)`
+    pair per layer); an entry without arrays fails."""
+    leaves = keras.tree.flatten(entry)
+    assert leaves, f"a cache entry without arrays: {entry!r}"
+    return {int(tuple(leaf.shape)[0]) for leaf in leaves}
+
+
 def assert_beam_cache_shares_the_memory(model, inputs, beams=3, atol=1e-5,
                                         shared_keys=("memory", "cross_caches"),
                                         teacher_forcing=True):
     """`beam_cache(memory, S, K)` keeps `shared_keys` of the static cache
-    with B rows (one copy per example, not B·K), its steps equal teacher
+    with B rows (one copy per example, not B·K: every array of the entry,
+    which may be nested, e.g. `"cross_caches"`' per-layer `(key, value)`
+    pairs), its steps equal teacher
     forcing on the repeated source (`assert_beam_cache_step_matches_call`,
     eager and jit; skipped with `teacher_forcing=False`), and every step's
     logits and aux equal (to `atol`) those of the same eager steps on the
@@ -196,14 +207,14 @@ def assert_beam_cache_shares_the_memory(model, inputs, beams=3, atol=1e-5,
         memory = model.encode({k: v for k, v in inputs.items() if k != "decoder_tokens"})
         static = model.beam_cache(memory, np.shape(inputs["decoder_tokens"])[1], beams)[0]
     for key in shared_keys:
-        assert tuple(static[key].shape)[0] == batch, (key, tuple(static[key].shape))
+        assert cache_rows(static[key]) == {batch}, (key, cache_rows(static[key]))
     targets = np.repeat(np.asarray(inputs["decoder_tokens"]), beams, axis=0)
     length = targets.shape[1]
     memory = model.encode({k: v for k, v in inputs.items() if k != "decoder_tokens"})
     shared = model.beam_cache(memory, length, beams)
     repeated = Summarizer.beam_cache(model, memory, length, beams)
     for key in shared_keys:
-        assert tuple(repeated[0][key].shape)[0] == batch * beams, key
+        assert cache_rows(repeated[0][key]) == {batch * beams}, key
     for index in range(length):
         ids = ops.convert_to_tensor(targets[:, index])
         logits, shared, aux = model.step(ids, index, shared)

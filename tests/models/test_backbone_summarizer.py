@@ -144,10 +144,18 @@ def test_compiled_step_equals_teacher_forcing(model):
 def test_beam_cache_step_equals_teacher_forcing(model):
     """K different targets per example, eager and jit-compiled (both backends)."""
     static = assert_beam_cache_step_matches_call(model, random_inputs(seed=3), beams=2)
-    # [B or B·K, L, 2, N, H, Dh]: projected once per example; BART's K
-    # hypotheses share that copy, T5's read it repeated.
-    rows = 2 if model.computation.shares_memory else 4
-    assert tuple(static["cross_caches"].shape) == (rows, 2, 2, 9, 2, 16)
+    # One item per decoder layer (L = 2), projected once per example (B = 2
+    # rows); BART's K hypotheses share that copy, T5's read it repeated
+    # (B·K = 4). BART: a (key, value) pair of separate [B,N,H,Dh] arrays;
+    # T5: one [B·K,2,N,H,Dh] array, as keras-hub's T5 attention reads it.
+    caches = static["cross_caches"]
+    assert isinstance(caches, tuple) and len(caches) == 2
+    for cache in caches:
+        if model.computation.shares_memory:
+            assert isinstance(cache, tuple) and len(cache) == 2
+            assert [tuple(a.shape) for a in cache] == [(2, 9, 2, 16)] * 2
+        else:
+            assert tuple(cache.shape) == (4, 2, 9, 2, 16)
 
 
 def test_untied_t5_head_and_key_value_dim():

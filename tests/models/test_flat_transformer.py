@@ -42,8 +42,15 @@ def test_step_equals_teacher_forcing():
 def test_beam_cache_shares_the_memory():
     """K = 3 hypotheses per example read one copy of the memory and of its
     keys/values; steps equal teacher forcing (eager, jit) and the repeated
-    memory's steps."""
-    assert_beam_cache_shares_the_memory(small_model(), random_inputs(seed=5))
+    memory's steps. The cross-attention cache is one (key, value) pair of
+    separate [B,M,H,Dh] arrays per decoder layer (a stacked [B,L,2,M,H,Dh]
+    cache makes XLA copy each layer's keys and values out at every step)."""
+    static = assert_beam_cache_shares_the_memory(small_model(), random_inputs(seed=5))
+    caches = static["cross_caches"]
+    assert isinstance(caches, tuple) and len(caches) == 2  # L = 2
+    for cache in caches:
+        assert isinstance(cache, tuple) and len(cache) == 2
+        assert [tuple(a.shape) for a in cache] == [(2, 9, 2, 8)] * 2  # B, M, H, Dh
 
 
 @pytest.mark.slow  # default-suite budget (docs/testing.md): runs in the slow set
