@@ -324,21 +324,39 @@ def recipe_config(name, smoke, changes=""):
         config = module.CONFIGS["tiny"].replace(**SMOKE_CHANGES.get(name, {}))
     else:
         config = module.CONFIGS["paper"]
-    fields = [c for c in changes.split("+") if c and c != KERAS_DROPOUT]
+    fields = [c for c in changes.split("+") if c and c not in FLAG_CHANGES]
     return module, parse_overrides(config, fields)
 
 
 KERAS_DROPOUT = "keras_dropout"  # a train change: Keras' own dropout masks
+# Train changes that are switches, not config fields: Keras' dropout masks;
+# Keras' written-out attention dropout instead of keras_hsum's fused kernel
+# (benchmarks/gpu_compile.py, dropout_attention.use_layer_implementation).
+FLAG_CHANGES = (KERAS_DROPOUT, "keras_attention_dropout")
 
 
 @contextlib.contextmanager
 def dropout_draws(changes):
     """Traces with Keras' own dropout masks where `changes` names
     `keras_dropout` (keras_hsum's dropouts call `packed_dropout` at trace
-    time: it is swapped for `keras.random.dropout` meanwhile); else as is."""
+    time: it is swapped for `keras.random.dropout` meanwhile), and with
+    Keras' written-out attention dropout where it names
+    `keras_attention_dropout` (`dropout_attention.use_layer_implementation
+    ("keras")`: on a GPU keras_hsum's attentions otherwise drop inside the
+    Pallas kernel); else as is."""
+    from keras_hsum.layers import dropout_attention
     from keras_hsum.layers import packed_dropout
 
-    if KERAS_DROPOUT not in changes.split("+"):
+    flags = changes.split("+")
+    if "keras_attention_dropout" in flags:
+        previous = dropout_attention.use_layer_implementation("keras")
+        try:
+            with dropout_draws("+".join(f for f in flags if f != "keras_attention_dropout")):
+                yield
+        finally:
+            dropout_attention.use_layer_implementation(previous)
+        return
+    if KERAS_DROPOUT not in flags:
         yield
         return
     import keras

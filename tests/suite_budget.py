@@ -163,6 +163,10 @@ SLOW = frozenset({
 })
 
 JAX_SLOW = frozenset({
+    # stop 69: the kernel's cases but its cheapest with dropout (f32-keys-tails)
+    'tests/layers/test_dropout_attention.py::test_kernel_equals_reference[bf16-full-fully-masked-rows]',
+    'tests/layers/test_dropout_attention.py::test_kernel_equals_reference[bf16-shared-mask-default-blocks]',
+    'tests/layers/test_dropout_attention.py::test_kernel_equals_reference[f32-rate0-no-mask-short]',
     'tests/decoding/test_alignment_terms.py::test_alignment_changes_the_winner[predicted]',
     'tests/decoding/test_alignment_terms.py::test_coverage_penalty_is_gnmt',
     'tests/decoding/test_alignment_terms.py::test_padded_paragraph_is_ignored',

@@ -16,12 +16,17 @@ checks with the same outputs: the mask broadcast to [B, 1, T, S], an odd T
 padded by one query row (its output is dropped), an odd S by one key that no
 query sees. `use_fused_attention_inputs` makes a Keras `MultiHeadAttention`
 (or keras-hub `CachedMultiHeadAttention`) apply it to its projected
-queries, keys and values whenever it calls `dot_product_attention`.
+queries, keys and values whenever it calls `dot_product_attention`, and
+(under JAX on a GPU) take keras_hsum's fused attention dropout
+(`keras_hsum.layers.dropout_attention`) in training with attention dropout.
 """
 
 import types
 
 from keras import ops
+
+from keras_hsum.layers.dropout_attention import layer_dropout_attention
+from keras_hsum.layers.dropout_attention import layer_implementation
 
 
 def _static(length):
@@ -82,6 +87,15 @@ def _compute_fused_attention(self, query, key, value, attention_mask=None, train
     """`MultiHeadAttention._compute_attention` (of the layer's class) with
     `fused_attention_inputs` on the `dot_product_attention` path."""
     compute_attention = type(self)._compute_attention
+    implementation = (
+        layer_implementation(query.shape[-1])
+        if training is True and self._dropout > 0 and not return_attention_scores
+        and len(query.shape) == 4 and len(self._attention_axes) == 1
+        else None
+    )
+    if implementation is not None:
+        return _dropout_attention(self, query, key, value, attention_mask, implementation,
+                                  kwargs.get("use_causal_mask", False)), None
     if (
         attention_mask is None
         or return_attention_scores
@@ -101,6 +115,25 @@ def _compute_fused_attention(self, query, key, value, attention_mask=None, train
     return outputs, scores
 
 
+def _dropout_attention(self, query, key, value, attention_mask, implementation,
+                       use_causal_mask):
+    """The layer's attention in training with its attention dropout fused
+    (`dropout_attention.layer_dropout_attention`): the mask Keras merged
+    ([B,T,S], or [1,T,S] causal), the layer's scale and rate, a draw of
+    its attention `Dropout`'s seed generator."""
+    mask = attention_mask
+    if use_causal_mask:
+        causal = self._compute_causal_mask(query, value)
+        mask = causal if mask is None else ops.logical_and(ops.cast(mask, "bool"), causal)
+    if mask is not None:
+        mask = ops.cast(mask, "bool")
+        mask = mask[:, None] if len(mask.shape) == 3 else mask
+    return layer_dropout_attention(
+        query, key, value, mask, self._dropout, self._dropout_layer.seed_generator,
+        self._inverse_sqrt_key_dim, implementation,
+    )
+
+
 def use_fused_attention_inputs(attention):
     """Makes a built Keras `MultiHeadAttention` (or keras-hub
     `CachedMultiHeadAttention`) pass `fused_attention_inputs` to
@@ -114,7 +147,12 @@ def use_fused_attention_inputs(attention):
     class's with `fused_attention_inputs` (the full mask always; odd
     lengths padded when `training` is True, i.e. when the step is
     differentiated; not in inference or cached decoding) and drops the
-    padded output row; otherwise it is the class's method unchanged. No
+    padded output row. In training with attention dropout, where
+    `dropout_attention.layer_implementation` names one (under JAX on a GPU:
+    the Pallas kernel that drops the weights inside it, never writing the
+    [B,N,T,S] weights), it computes the attention with that (its own
+    dropout mask, drawn from the seed generator of the layer's attention
+    `Dropout`). Otherwise it is the class's method unchanged. No
     weight, sublayer or config changes: saved models load as before, and
     the random draws of every dropout are the same. A bound method, so a
     copy of the layer (`copy.deepcopy`) binds it to the copy.

@@ -5,6 +5,8 @@ import math
 import keras
 from keras import ops
 
+from keras_hsum.layers.dropout_attention import layer_dropout_attention
+from keras_hsum.layers.dropout_attention import layer_implementation
 from keras_hsum.layers.fused_attention_inputs import fused_attention_inputs
 from keras_hsum.layers.input_checks import check_cache_keys
 from keras_hsum.layers.input_checks import check_dims
@@ -378,10 +380,16 @@ class ParallelCrossAttention(keras.layers.Layer):
         weights = weights * fusion[:, None, :, :, None]
         return ops.einsum("bhspt,bhptk->bshk", weights, value)
 
-    def _fused_word_context(self, query, key, value, word_mask, fusion, scale, training):
+    def _fused_word_context(self, query, key, value, word_mask, fusion, scale, training,
+                            dropout_implementation=None):
         """`_explicit_word_context` without attention dropout, through
         `keras.ops.dot_product_attention` (cuDNN flash attention on a GPU,
-        where the [B,H,S,P,T] weights are never written to memory).
+        where the [B,H,S,P,T] weights are never written to memory); with
+        attention dropout where `dropout_implementation`
+        (`dropout_attention.layer_implementation`) is given, through
+        `layer_dropout_attention` (on a GPU the Pallas kernel that drops the
+        weights inside it, the same B·P attention batch; its mask is its
+        own, not Keras').
 
         The B·P paragraphs are the attention's batch: every paragraph's T
         tokens are attended by the same S queries (broadcast [B·P,S,H,Dh]),
@@ -413,6 +421,17 @@ class ParallelCrossAttention(keras.layers.Layer):
             (batch * paragraphs, length, heads, head_dim),
         )
         keys, values, mask = paragraphs_first(key), paragraphs_first(value), None
+        if dropout_implementation is not None:
+            # Rows of a paragraph without tokens give zeros here (no NaN).
+            if word_mask is not None:
+                mask = ops.reshape(word_mask, (batch * paragraphs, 1, 1, tokens))
+            contexts = layer_dropout_attention(
+                queries, keys, values, mask, self.attention_weights_dropout.rate,
+                self.attention_weights_dropout.seed_generator, scale,
+                dropout_implementation,
+            )
+            contexts = ops.reshape(contexts, (batch, paragraphs, length, heads, head_dim))
+            return ops.einsum("bsp,bpshk->bshk", fusion, contexts)
         if word_mask is not None:
             has_token = ops.any(word_mask, axis=-1)  # [B,P]
             fusion = fusion * ops.cast(has_token, fusion.dtype)[:, None, :]
@@ -480,10 +499,12 @@ class ParallelCrossAttention(keras.layers.Layer):
         # each paragraph (Eq. 8), fused by A_para (Eq. 9).
         query_w = self.word_query_dense(query)
         fusion = ops.cast(paragraph_attention, self.compute_dtype)
-        if projected_here and not (training and self.attention_weights_dropout.rate > 0):
+        dropping = training is True and self.attention_weights_dropout.rate > 0
+        implementation = layer_implementation(self.head_dim) if dropping else None
+        if projected_here and (not dropping or implementation is not None):
             context_w = self._fused_word_context(
                 query_w, memory_cache["word_key"], memory_cache["word_value"],
-                word_mask, fusion, scale, training,
+                word_mask, fusion, scale, training, implementation,
             )
         else:
             context_w = self._explicit_word_context(

@@ -271,8 +271,7 @@ class PHTDecoderLayer(keras.layers.Layer):
             self_attention_cache_shape,
         )
         self.self_attention.build(query_shape=shape, value_shape=shape)
-        if self.attention_dropout is not None:  # as keras_hsum's TransformerDecoder
-            use_fused_attention_inputs(self.self_attention)
+        use_fused_attention_inputs(self.self_attention)  # as keras_hsum's TransformerDecoder
         use_packed_dropout(self.self_attention)  # its attention dropout, made in its build
         self.self_attention_layer_norm.build(shape)
         self.cross_attention.build(

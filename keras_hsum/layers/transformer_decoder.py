@@ -79,8 +79,7 @@ class TransformerDecoder(HubTransformerDecoder):
         attentions = [self._self_attention_layer, self._cross_attention_layer]
         for attention in [a for a in attentions if a is not None]:
             set_attention_dropout(attention, self.attention_dropout)
-            if self.attention_dropout is not None:
-                use_fused_attention_inputs(attention)
+            use_fused_attention_inputs(attention)
         use_packed_dropout(self)
 
     def get_config(self):

@@ -117,8 +117,7 @@ class TransformerEncoder(HubTransformerEncoder):
     def build(self, inputs_shape):
         super().build(inputs_shape)
         set_attention_dropout(self._self_attention_layer, self.attention_dropout)
-        if self.attention_dropout is not None:
-            use_fused_attention_inputs(self._self_attention_layer)
+        use_fused_attention_inputs(self._self_attention_layer)
         use_packed_dropout(self)
 
     def get_config(self):
