@@ -153,8 +153,11 @@ def compile_only_device(target):
 def as_on_gpu():
     """Trace as on a GPU although JAX's devices are CPUs: Keras' cuDNN
     attention check passes (compute capability 9.0), keras_hsum's blocked
-    top-k blocks, and the discourse encoder takes cuDNN's LSTM where the
-    plugin has it (`_jax_takes_cudnn`'s other conditions unchanged)."""
+    top-k blocks, the discourse encoder takes cuDNN's LSTM where the
+    plugin has it (`_jax_takes_cudnn`'s other conditions unchanged), and
+    attention dropout takes the Pallas kernel (`dropout_attention.
+    layer_implementation` "flash"; a train change `keras_attention_dropout`
+    keeps Keras' written-out attention with its `Dropout`)."""
     import importlib
 
     import jax
@@ -172,7 +175,8 @@ def as_on_gpu():
     switches = [(fused, "check_compute_capability")] + list(filter(None, (
         optional("keras_hsum.decoding.top_k", "_gpu_visible"),
         optional("keras_hsum.decoding.beam_search", "_gpu_visible"),
-        optional("keras_hsum.layers.bidirectional_lstm_scan", "_jax_takes_cudnn"))))
+        optional("keras_hsum.layers.bidirectional_lstm_scan", "_jax_takes_cudnn"),
+        optional("keras_hsum.layers.dropout_attention", "_layer_implementation"))))
     try:  # cuDNN's RNN asks a cuDNN handle (a GPU) for its buffer sizes
         from jaxlib import gpu_rnn
 
@@ -188,6 +192,8 @@ def as_on_gpu():
             replacement = lambda *args, **kwargs: True  # noqa: E731
         elif name == "_gpu_visible":
             replacement = lambda: True  # noqa: E731
+        elif name == "_layer_implementation":  # the Pallas kernel, as on a GPU
+            replacement = "flash" if original is None else original
         else:
             def replacement(bidirectional, original=original):
                 backend = jax.default_backend
@@ -306,7 +312,138 @@ def _alu_ops(body):
     return total
 
 
-def kernels(hlo_text, tokens=None):
+# ---------------------------------------------------------------------------
+# The work inside Pallas (Triton) kernels, which the HLO does not show: a
+# `__gpu$xla.gpu.triton` custom call is opaque there. Counted from the step's
+# jaxpr, each `pallas_call`'s kernel body times its grid.
+
+# Elementwise operations that do no arithmetic in a kernel.
+_KERNEL_FREE = frozenset({"masked_load", "masked_swap", "load", "swap", "get", "broadcast_in_dim",
+                   "reshape", "squeeze", "expand_dims", "program_id", "num_programs", "iota",
+                   "convert_element_type", "copy", "multiple_of", "max_contiguous"})
+_KERNEL_COST = {"exp": 4, "exp2": 4, "log": 4, "div": 4, "rsqrt": 2, "sqrt": 2, "tanh": 4,
+         "logistic": 4, "pow": 8}
+
+
+def _elements(aval):
+    return math.prod(getattr(aval, "shape", ()) or (1,))
+
+
+def kernel_work(jaxpr, multiplier=1):
+    """(dot FLOPs, elementwise operations) of a kernel jaxpr run
+    `multiplier` times: scans times their length, `jit`s and `cond`s
+    inlined (a cond's costlier branch), reductions one per input element."""
+    flops = ops = 0
+    for eqn in jaxpr.eqns:
+        name = eqn.primitive.name
+        params = eqn.params
+        if name == "scan":
+            inner = kernel_work(params["jaxpr"].jaxpr, multiplier * params["length"])
+        elif name in ("jit", "pjit", "closed_call", "core_call"):
+            inner = kernel_work(params["jaxpr"].jaxpr if hasattr(params["jaxpr"], "jaxpr")
+                                else params["jaxpr"], multiplier)
+        elif name == "cond":
+            inner = max((kernel_work(branch.jaxpr, multiplier)
+                         for branch in params["branches"]), key=lambda w: w[0] + w[1])
+        elif name == "while":
+            raise ValueError("a while loop in a kernel: trip count unknown")
+        else:
+            inner = None
+        if inner is not None:
+            flops += inner[0]
+            ops += inner[1]
+            continue
+        if name == "dot_general":
+            (contracting, _), _ = params["dimension_numbers"]
+            k = math.prod(eqn.invars[0].aval.shape[d] for d in contracting)
+            flops += multiplier * 2 * _elements(eqn.outvars[0].aval) * k
+            continue
+        if name in _KERNEL_FREE:
+            continue
+        if name.startswith("reduce_") or name in ("argmax", "argmin"):
+            ops += multiplier * _elements(eqn.invars[0].aval)
+            continue
+        aval = eqn.outvars[0].aval
+        integer = str(getattr(aval, "dtype", "")).startswith(("int", "uint"))
+        weight = _KERNEL_COST.get(name, 1) * (2 if integer else 1)
+        ops += multiplier * _elements(aval) * weight
+    return flops, ops
+
+
+def pallas_calls(jaxpr):
+    """[(name, grid, kernel jaxpr)] of every `pallas_call` in a jaxpr."""
+    found = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "pallas_call":
+            name = eqn.params.get("name_and_src_info", eqn.params.get("name"))
+            found.append((getattr(name, "name", name), tuple(eqn.params["grid_mapping"].grid), eqn.params["jaxpr"]))
+            continue
+        for value in eqn.params.values():
+            for item in value if isinstance(value, (tuple, list)) else (value,):
+                inner = getattr(item, "jaxpr", None)
+                if inner is not None and hasattr(inner, "eqns"):
+                    found += pallas_calls(inner)
+                elif hasattr(item, "eqns"):
+                    found += pallas_calls(item)
+    return found
+
+
+
+_HLO_DTYPES = {"bfloat16": "bf16", "float16": "f16", "float32": "f32", "float64": "f64",
+               "int8": "s8", "int16": "s16", "int32": "s32", "int64": "s64", "uint8": "u8",
+               "uint16": "u16", "uint32": "u32", "uint64": "u64", "bool": "pred"}
+
+
+def _aval_text(aval):
+    return f"{_HLO_DTYPES.get(str(aval.dtype), str(aval.dtype))}[{','.join(map(str, aval.shape))}]"
+
+
+def pallas_signature(name, operand_texts):
+    """How a Pallas kernel call is known in both the jaxpr and the HLO: its
+    name and its operands' dtypes and shapes ("bf16[16,3000,8,64]", ...)."""
+    return f"{name}({', '.join(operand_texts)})"
+
+
+def pallas_work(jaxpr):
+    """{`pallas_signature`: [dot FLOPs, elementwise operations]} per call of
+    each distinct Pallas kernel call in a (closed) jaxpr's `jaxpr`."""
+    work = {}
+
+    def visit(inner):
+        for eqn in inner.eqns:
+            if eqn.primitive.name == "pallas_call":
+                name = eqn.params.get("name_and_src_info", eqn.params.get("name"))
+                grid = tuple(eqn.params["grid_mapping"].grid)
+                flops, ops = kernel_work(eqn.params["jaxpr"], math.prod(grid))
+                key = pallas_signature(getattr(name, "name", name),
+                                       [_aval_text(v.aval) for v in eqn.invars])
+                work[key] = [flops, ops]
+                continue
+            for value in eqn.params.values():
+                for item in value if isinstance(value, (tuple, list)) else (value,):
+                    nested = getattr(item, "jaxpr", None)
+                    if nested is not None and hasattr(nested, "eqns"):
+                        visit(nested)
+                    elif hasattr(item, "eqns"):
+                        visit(item)
+
+    visit(jaxpr)
+    return work
+
+
+def _triton_signature(instruction):
+    """`pallas_signature` of a `__gpu$xla.gpu.triton` custom call (its
+    `name = "..."` and operand_layout_constraints), or None."""
+    attributes = instruction["attributes"]
+    name = re.search(r'name = \\?"(\w+)\\?"', attributes)
+    operands = re.search(r"operand_layout_constraints=\{((?:[^{}]|\{[^}]*\})*)\}", attributes)
+    if not name or not operands:
+        return None
+    texts = re.findall(r"(\w+\[[0-9,]*\])(?:\{[^}]*\})?", operands.group(1))
+    return pallas_signature(name.group(1), texts)
+
+
+def kernels(hlo_text, tokens=None, pallas=None):
     """The kernels of an optimized GPU HLO text, each a dict: `name`,
     `kind` (fusion kind or custom-call target or opcode), `class`,
     `calls` (per program run: loop bodies × their known trip count; a loop
@@ -315,7 +452,11 @@ def kernels(hlo_text, tokens=None):
     produces `tokens` positions in all), once otherwise; each such iteration
     reads its condition back to the host: `host_reads`),
     `bytes` and `flops` per call, `shape`, `op` (the Keras op it comes
-    from: the metadata of the fusion's root, else its own)."""
+    from: the metadata of the fusion's root, else its own). A Triton
+    custom call (a Pallas kernel) gets the FLOPs and elementwise operations
+    `pallas` (`pallas_work` of the program's jaxpr) gives its
+    `pallas_signature`, class "attention" where its name says attention
+    (else "other"); without them, only its operands' and outputs' bytes."""
     from decode_loop_hlo import parse_hlo
 
     computations = parse_hlo(hlo_text)
@@ -373,6 +514,10 @@ def kernels(hlo_text, tokens=None):
                 return target, "matmul", _gemm_flops(instruction, shapes)
             if "rnn" in target.lower():
                 return target, "matmul", 0
+            if target == "__gpu$xla.gpu.triton":
+                signature = _triton_signature(instruction) or ""
+                return target, "attention" if "attention" in signature.split("(")[0] else (
+                    "other"), (pallas or {}).get(signature, (0, 0))[0]
             return target, "other", 0
         if opcode == "fusion":
             kind = re.search(r"kind=(\w+)", instruction["attributes"])
@@ -434,6 +579,8 @@ def kernels(hlo_text, tokens=None):
                     instruction["operands"]))
                 op = _op_name(instruction)
             alu = 0
+            if kind == "__gpu$xla.gpu.triton":
+                alu = (pallas or {}).get(_triton_signature(instruction) or "", (0, 0))[1]
             if opcode == "fusion" and cls != "matmul":
                 body = computations.get(_called(instruction, "calls"), [])
                 for inner in body:
@@ -579,15 +726,24 @@ def compile_train(task, sharding):
                         [v.value for v in model.non_trainable_variables],
                         [v.value for v in step.optimizer.variables]), sharding)
         x, y, w = _specs(recipe_steps.synthetic_batch(name, config, batch), sharding)
-        draws = (accelerator.dropout_draws(changes) if accelerator.KERAS_DROPOUT in changes
-                 else contextlib.nullcontext())  # older checkouts lack packed_dropout
+        # Switches such as keras_dropout; older checkouts lack packed_dropout
+        # and dropout_attention (and these switches).
+        flags = getattr(accelerator, "FLAG_CHANGES", (accelerator.KERAS_DROPOUT,))
+        draws = (accelerator.dropout_draws(changes)
+                 if set(flags) & set(changes.split("+")) else contextlib.nullcontext())
         with draws:
             lowered = step.lower(state, x, y, w)
         compiled = lowered.compile()
+        work = None
+        if "__gpu$xla.gpu.triton" in compiled.as_text():  # Pallas kernels: their work
+            with draws:
+                work = pallas_work(step.jaxpr(state, x, y, w).jaxpr)
     flops = accelerator.project_flops_per_example().get(name)
     row = {"task": task, "recipe": name, "precision": precision, "changes": changes,
            "batch": batch, "parameters": int(model.count_params()),
            "project_flops_per_step": flops[0] * batch if flops else None}
+    if work:
+        row["pallas_work"] = work
     return compiled, row
 
 
@@ -678,7 +834,10 @@ def analysed(row, text, target, top):
     row["cudnn_attention_calls"] = len(re.findall(r'custom_call_target="__cudnn\$fmha', text))
     row["cudnn_rnn_calls"] = len(re.findall(r'custom_call_target="[^"]*[Rr]nn', text))
     row["host_reads"] = host_reads(text, tokens)
-    found = kernels(text, tokens)
+    found = kernels(text, tokens, row.get("pallas_work"))
+    triton = [k for k in found if k["kind"] == "__gpu$xla.gpu.triton"]
+    row["pallas_calls"] = sum(k["calls"] for k in triton)
+    row["pallas_calls_without_work"] = sum(k["calls"] for k in triton if not k["flops"])
     row.update(summary(found, target, top))
     if tokens:
         loop_kernels = [k for k in found if k["calls"] >= tokens - 1]  # once per position

@@ -226,11 +226,20 @@ class TrainStep:
 
     def lower(self, state, x, y, w):
         """`jax.jit(...).lower` under the step's dtype policy."""
+        return self._under_policy(lambda: self.step.lower(state, x, y, w))
+
+    def jaxpr(self, state, x, y, w):
+        """The step's closed jaxpr (`jax.make_jaxpr`) under its dtype policy."""
+        import jax
+
+        return self._under_policy(lambda: jax.make_jaxpr(self._step)(state, x, y, w))
+
+    def _under_policy(self, function):
         import keras
 
         previous = keras.config.dtype_policy()
         keras.config.set_dtype_policy(self.policy)
         try:
-            return self.step.lower(state, x, y, w)
+            return function()
         finally:
             keras.config.set_dtype_policy(previous)

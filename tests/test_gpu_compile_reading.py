@@ -133,3 +133,64 @@ def test_roofline_and_summary(found):
         (k["roofline_ms"] for k in total["top"]), reverse=True)
     assert gpu_compile.layer_of(found["fusion"]["op"]) == "encoder_layer_N/softmax"
     assert gpu_compile.layer_of(found["fusion.3"]["op"]) == "decoder_layer_N/dense"
+
+
+TRITON_MODULE = r"""HloModule jit_attention, is_scheduled=true
+
+ENTRY %main (q: bf16[2,128,2,64], k: bf16[2,96,2,64], v: bf16[2,96,2,64], keys: u32[2,2,128]) -> bf16[2,128,2,64] {
+  %q = bf16[2,128,2,64]{3,2,1,0} parameter(0)
+  %k = bf16[2,96,2,64]{3,2,1,0} parameter(1)
+  %v = bf16[2,96,2,64]{3,2,1,0} parameter(2)
+  %keys = u32[2,2,128]{2,1,0} parameter(3)
+  %pallas_call.7 = (bf16[2,128,2,64]{3,2,1,0}, f32[2,2,128]{2,1,0}) custom-call(%q, %k, %v, %keys), custom_call_target="__gpu$xla.gpu.triton", operand_layout_constraints={bf16[2,128,2,64]{3,2,1,0}, bf16[2,96,2,64]{3,2,1,0}, bf16[2,96,2,64]{3,2,1,0}, u32[2,2,128]{2,1,0}}, api_version=API_VERSION_TYPED_FFI, metadata={op_name="jit(step)/jvp(encoder_layer_0)/dropout_attention_forward/pallas_call"}, backend_config={ir = "\00\01opaque", name = "dropout_attention_forward", num_stages = 2 : i32, num_warps = 8 : i32}
+  ROOT %out = bf16[2,128,2,64]{3,2,1,0} get-tuple-element(%pallas_call.7), index=0
+}
+"""
+
+
+def test_a_pallas_kernel_takes_the_work_of_its_signature():
+    """A Triton custom call is opaque in the HLO: its bytes are its operands
+    and outputs; its FLOPs and elementwise operations are those given for
+    its `pallas_signature` (name and operands' dtypes and shapes)."""
+    signature = gpu_compile.pallas_signature(
+        "dropout_attention_forward",
+        ["bf16[2,128,2,64]", "bf16[2,96,2,64]", "bf16[2,96,2,64]", "u32[2,2,128]"])
+    operands = 2 * (2 * 128 * 2 * 64) + 2 * 2 * (2 * 96 * 2 * 64) + 4 * (2 * 2 * 128)
+    outputs = 2 * (2 * 128 * 2 * 64) + 4 * (2 * 2 * 128)
+    for pallas, flops, alu in ((None, 0, 0), ({signature: [5e9, 7e8]}, 5e9, 7e8),
+                               ({signature.replace("96", "97"): [5e9, 7e8]}, 0, 0)):
+        (kernel,) = gpu_compile.kernels(TRITON_MODULE, pallas=pallas)
+        assert kernel["kind"] == "__gpu$xla.gpu.triton" and kernel["class"] == "attention"
+        assert kernel["bytes"] == operands + outputs
+        assert (kernel["flops"], kernel["alu_ops"]) == (flops, alu)
+
+
+def test_pallas_work_counts_flash_attention_dots():
+    """The dots of the kernels (each 2·B·N·T·S·Dh FLOPs when the blocks
+    divide the lengths): 2 in the forward kernel (QKᵀ, PV), 4 in the dK/dV
+    kernel (QKᵀ again, dV, dP, dK), 3 in the dQ kernel (QKᵀ, dP, dQ),
+    counted from the kernels' jaxprs (each body times its grid and loop
+    trips)."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    from keras_hsum.layers import dropout_attention
+
+    b, t, n, h = 1, 128, 2, 32
+    q = jnp.ones((b, t, n, h), jnp.float32)
+
+    def loss(q, k, v):
+        return dropout_attention.flash_dropout_attention(
+            q, k, v, None, 0.1, 3, interpret=True).sum()
+
+    jaxpr = jax.make_jaxpr(jax.grad(loss, argnums=(0, 1, 2)))(q, q, q)
+    work = gpu_compile.pallas_work(jaxpr.jaxpr)
+    dot = 2 * b * n * t * t * h
+    by_name = {signature.split("(")[0]: value for signature, value in work.items()}
+    assert sorted(by_name) == ["dropout_attention_backward_dkdv",
+                               "dropout_attention_backward_dq", "dropout_attention_forward"]
+    assert by_name["dropout_attention_forward"][0] == 2 * dot
+    assert by_name["dropout_attention_backward_dkdv"][0] == 4 * dot
+    assert by_name["dropout_attention_backward_dq"][0] == 3 * dot
+    # Every weight is hashed (integer work) in each kernel.
+    assert all(ops >= b * n * t * t for _, ops in work.values())
