@@ -16,11 +16,12 @@ the same function written out in `jax.numpy`, with the same mask;
 `dropout_attention` picks one.
 
 The dropout mask (`dropout_mask_bits`): each weight (batch b, head n,
-query i, key j) gets a 32-bit value from the seed's two uint32 words, and
+query i, key j) gets a 16-bit value from the seed's two uint32 words, and
 is kept where that value is below `keep_threshold(rate)` = t, i.e. with
-probability κ = t / 2³² (within 2⁻³³ of 1 - rate); kept weights are scaled
-by 2³² / t, so the expectation of every output is the undropped output
-exactly. The hash is `mix32`, a 32-bit finalizer (xorshift 16, multiply
+probability κ = t / 2¹⁶ (within 2⁻¹⁷ of 1 - rate, 2⁻¹⁶ for rates under
+2⁻¹⁷); kept weights are scaled by 2¹⁶ / t, so the expectation of every
+output is the undropped output exactly. The hash is `mix32`, a 32-bit
+finalizer (xorshift 16, multiply
 0x7FEB352D, xorshift 15, multiply 0x846CA68B, xorshift 16: Wellons'
 "lowbias32", a bijection of uint32; flipping any one input bit flips each
 output bit with probability 0.5 ± 0.0018 at worst over the 32 × 32 pairs,
@@ -30,18 +31,21 @@ applied as
     key   = mix32(mix32(seed[0] ^ 0x243F6A88) ^ seed[1])
     head  = mix32(key  ^ (b·N + n) · 0x85EBCA6B)       per (b, n)
     row   = mix32(head ^ i · 0xC2B2AE35)                per (b, n, i)
-    value = mix32(row  ^ j · 0x9E3779B9)                per weight
+    pair  = mix32(row  ^ ⌊j/2⌋ · 0x9E3779B9)            per two keys
+    value = pair's low 16 bits for even j, its high 16 bits for odd j
 
 (uint32 arithmetic, wrapping). Row keys, B·N·T words, are computed outside
-the kernel; inside it each weight costs one multiply-free xor with the
-key's column code and one `mix32` (two multiplies, three shifts, three
-xors), about as many integer operations as the softmax's own arithmetic,
-against 20 rounds of Threefry-2x32 for `jax.random`. For a fixed seed,
-(b, n) → head is a bijection, and so is i → row for each head, and j →
-value for each row: no two weights of a row, and no two rows of a head,
-share a value by construction. Its statistics are tested over 10⁶ draws
-(tests/layers/test_dropout_attention.py): kept fraction, each of the 32
-bits, per-key, per-query and per-head rates, pairs of neighbours along
+the kernel; inside it each pair of neighbouring keys costs one
+multiply-free xor with the pair's code and one `mix32` (two multiplies,
+three shifts, three xors), shared by the two weights (one hash for two:
+the hash was the kernels' largest arithmetic cost, more than the
+softmax's), against 20 rounds of Threefry-2x32 per element for
+`jax.random`. For a fixed seed, (b, n) → head is a bijection, and so is
+i → row for each head, and ⌊j/2⌋ → pair for each row: no two pairs of a
+row, and no two rows of a head, share a hash by construction. Its
+statistics are tested over 10⁶ draws (tests/layers/test_dropout_attention.py):
+kept fraction, each of the 16 bits, per-key, per-query and per-head
+rates, pairs of neighbours along
 each axis, and masks of consecutive seeds, all within 5 σ of independent
 uniform draws. It is a statistical hash, not a cryptographic one (like
 dropout masks elsewhere, nothing relies on it being unpredictable).
@@ -88,6 +92,9 @@ _HEAD_STEP = 0x85EBCA6B
 _ROW_STEP = 0xC2B2AE35
 _KEY_STEP = 0x9E3779B9
 
+BITS = 16  # bits of a weight's value: two values per hash
+VALUES = 2**BITS
+
 # Head widths the kernel takes (Triton's dots want powers of two >= 16).
 KERNEL_HEAD_DIMS = (16, 32, 64, 128)
 
@@ -102,11 +109,12 @@ class BlockSizes:
     (forward 128 queries × 64 keys; backward 64 × 64 in both kernels), and
     warps by what `ptxas -v` gives for sm_90a (benchmarks/
     dropout_attention_hlo.py; flat's shape, Dh 64, bf16, dropout 0.1, no
-    spills in any): the forward at 8 warps needs 128 registers a thread
-    (at 4 warps 246: 8 resident warps per SM instead of 16); the dK/dV
-    kernel at 4 warps 241 (at 8 warps 206 × 256 threads: one program per
-    SM), dQ at 4 warps 137. Dh 32 at these defaults: 4-warp backward
-    202 (dK/dV) and 125 (dQ). Two pipeline stages: the next K/V (or Q/dO)
+    spills in any): the forward at 8 warps needs 123 registers a thread,
+    the dK/dV kernel at 4 warps 237, dQ at 4 warps 128 (with one hash per
+    weight, before the hash was shared by two keys: the forward at 4 warps
+    246, 8 resident warps per SM instead of 16; dK/dV at 8 warps 206 × 256
+    threads, one program per SM; Dh 32, 4-warp backward 202 (dK/dV) and
+    125 (dQ)). Two pipeline stages: the next K/V (or Q/dO)
     tiles load while this step computes (8 KB a tile at 64 × 64 bf16). A
     sequence shorter than a block takes the next power of two >= 16 instead.
 
@@ -130,12 +138,12 @@ class BlockSizes:
 
 
 def keep_threshold(rate):
-    """t: a weight is kept where its 32-bit value is < t, i.e. with
-    probability t / 2³², the nearest to `1 - rate` (1 <= t < 2³²)."""
+    """t: a weight is kept where its 16-bit value is < t, i.e. with
+    probability t / 2¹⁶, the nearest to `1 - rate` (1 <= t < 2¹⁶)."""
     rate = float(rate)
     if not 0.0 <= rate < 1.0:
         raise ValueError(f"`rate` must be in [0, 1); received rate={rate}.")
-    return int(min(max(round((1.0 - rate) * 2**32), 1), 2**32 - 1))
+    return int(min(max(round((1.0 - rate) * VALUES), 1), VALUES - 1))
 
 
 def mix32(x):
@@ -193,15 +201,28 @@ def row_keys(seed, batch_size, num_heads, query_length):
     return keys.reshape(batch_size, num_heads, query_length)
 
 
-def key_codes(positions):
-    """uint32: j · 0x9E3779B9 of key positions j (uint32 or int32 values)."""
-    return positions.astype(np.uint32) * np.uint32(_KEY_STEP)
+def key_codes(pairs):
+    """uint32: p · 0x9E3779B9 of key pairs p = ⌊j/2⌋ (uint32 or int32)."""
+    return pairs.astype(np.uint32) * np.uint32(_KEY_STEP)
+
+
+def split_pairs(hashes):
+    """[..., 2P] values of [..., P] pair hashes: each hash's low 16 bits,
+    then its high 16 bits (keys 2p and 2p + 1)."""
+    low = hashes & np.uint32(VALUES - 1)
+    high = hashes >> np.uint32(BITS)
+    shape = tuple(hashes.shape[:-1]) + (2 * hashes.shape[-1],)
+    if isinstance(hashes, np.ndarray):
+        return np.stack([low, high], axis=-1).reshape(shape)
+    import jax.numpy as jnp
+
+    return jnp.stack([low, high], axis=-1).reshape(shape)
 
 
 def dropout_mask_bits(seed, batch_size, num_heads, query_length, key_length):
-    """uint32 [B, N, T, S]: each attention weight's 32-bit value (the module
-    docstring's `value`): weight (b, n, i, j) is kept where it is below
-    `keep_threshold(rate)`.
+    """uint32 [B, N, T, S]: each attention weight's 16-bit value (the module
+    docstring's `value`, 0 <= value < 2¹⁶): weight (b, n, i, j) is kept
+    where it is below `keep_threshold(rate)`.
 
     Args:
         seed: an int or uint32 [2]; numpy in, numpy out, else jax.numpy.
@@ -210,8 +231,8 @@ def dropout_mask_bits(seed, batch_size, num_heads, query_length, key_length):
     xp = _backend_numpy(seed)
     keys = row_keys(seed, batch_size, num_heads, query_length)
     with np.errstate(over="ignore"):
-        codes = key_codes(xp.arange(key_length, dtype=xp.uint32))
-        return mix32(keys[..., None] ^ codes)
+        codes = key_codes(xp.arange(-(-key_length // 2), dtype=xp.uint32))
+        return split_pairs(mix32(keys[..., None] ^ codes))[..., :key_length]
 
 
 def _check_inputs(query, key, value, mask, rate):
@@ -253,7 +274,7 @@ def reference_dropout_attention(query, key, value, mask=None, rate=0.0, seed=0, 
 
     softmax(q·kᵀ·scale) over the visible keys in float32, weights dropped
     with the mask of `dropout_mask_bits(seed, B, N, T, S)` below
-    `keep_threshold(rate)` and kept ones scaled by 2³²/t, times v (float32),
+    `keep_threshold(rate)` and kept ones scaled by 2¹⁶/t, times v (float32),
     cast to the query's dtype. Rows with no visible key give zeros.
 
     Args:
@@ -285,7 +306,7 @@ def reference_dropout_attention(query, key, value, mask=None, rate=0.0, seed=0, 
     if rate > 0:
         threshold = keep_threshold(rate)
         bits = dropout_mask_bits(jnp.asarray(seed_words(seed)), b, n, t, s)
-        weights = jnp.where(bits < np.uint32(threshold), weights * (2**32 / threshold), 0.0)
+        weights = jnp.where(bits < np.uint32(threshold), weights * (VALUES / threshold), 0.0)
     out = jnp.einsum("bnts,bsnh->btnh", weights, value.astype(jnp.float32))
     return out.astype(query.dtype)
 
@@ -327,11 +348,15 @@ def _visible(static, mask_ref, row_start, col_start, row_ok, col_ok):
     return visible
 
 
-def _kept(static, keys, cols):
-    """bool [bq, bk]: the dropout mask of rows with `keys` at key positions
-    `cols` (the module docstring's hash)."""
-    bits = mix32(keys[:, None] ^ key_codes(cols)[None, :])
-    return bits < np.uint32(static.threshold)
+def _kept(static, keys, start, block):
+    """bool [bq, block]: the dropout mask of rows with `keys` at the keys
+    `start` .. `start + block - 1` (`start` and `block` even): one hash per
+    pair of keys (the module docstring's hash)."""
+    import jax.numpy as jnp
+
+    pairs = start // 2 + jnp.arange(block // 2)
+    return split_pairs(mix32(keys[:, None] ^ key_codes(pairs)[None, :])) < np.uint32(
+        static.threshold)
 
 
 def _forward_kernel(q_ref, k_ref, v_ref, keys_ref, mask_ref, o_ref, lse_ref, *, static,
@@ -365,7 +390,7 @@ def _forward_kernel(q_ref, k_ref, v_ref, keys_ref, mask_ref, o_ref, lse_ref, *, 
         weights = jnp.where(visible, jnp.exp2(logits - new_peak[:, None]), 0.0)
         total = total * correction + jnp.sum(weights, axis=1)
         if static.threshold:
-            weights = jnp.where(_kept(static, keys, cols), weights, 0.0)
+            weights = jnp.where(_kept(static, keys, index * block_k, block_k), weights, 0.0)
         acc = acc * correction[:, None] + plgpu.dot(weights.astype(v.dtype), v)
         return acc, new_peak, total
 
@@ -374,7 +399,7 @@ def _forward_kernel(q_ref, k_ref, v_ref, keys_ref, mask_ref, o_ref, lse_ref, *, 
             jnp.zeros((block_q,), jnp.float32))
     acc, peak, total = jax.lax.fori_loop(0, pl.cdiv(key_length, block_k), step, init)
     seen = total > 0
-    inverse_keep = 2**32 / static.threshold if static.threshold else 1.0
+    inverse_keep = VALUES / static.threshold if static.threshold else 1.0
     out = acc * (inverse_keep / jnp.where(seen, total, 1.0))[:, None]
     plgpu.store(o_ref, out.astype(o_ref.dtype), mask=row_ok[:, None])
     # Base-2 log-sum-exp; rows with nothing visible get a huge one (weights 0).
@@ -392,13 +417,13 @@ def _backward_weights(static, q, k, lse, mask_ref, row_start, col_start, row_ok,
     return jnp.where(visible, jnp.exp2(logits - lse[:, None]), 0.0)
 
 
-def _score_gradient(static, weights, d_weights, delta, keys, cols):
-    """dL/dlogits (without the scale) from p, dL/d(dropped p) and Σ p·dp."""
+def _score_gradient(static, weights, d_weights, delta, kept):
+    """dL/dlogits (without the scale) from p, dL/d(dropped p), Σ p·dp and
+    the dropout mask (`_kept`, or None without dropout)."""
     import jax.numpy as jnp
 
     if static.threshold:
-        d_weights = jnp.where(_kept(static, keys, cols), d_weights * (2**32 / static.threshold),
-                              0.0)
+        d_weights = jnp.where(kept, d_weights * (VALUES / static.threshold), 0.0)
     return weights * (d_weights - delta[:, None])
 
 
@@ -429,19 +454,20 @@ def _key_value_gradient_kernel(q_ref, k_ref, v_ref, keys_ref, mask_ref, do_ref, 
         keys = plgpu.load(keys_ref.at[here], mask=row_ok, other=0) if static.threshold else None
         weights = _backward_weights(static, q, k, lse, mask_ref, index * block_q, start,
                                      row_ok, col_ok)
-        dropped = weights
-        if static.threshold:
-            dropped = jnp.where(_kept(static, keys, cols), weights, 0.0)
+        dropped, kept = weights, None
+        if static.threshold:  # one mask for dV and dK
+            kept = _kept(static, keys, start, block_k)
+            dropped = jnp.where(kept, weights, 0.0)
         dv = dv + plgpu.dot(dropped.astype(do.dtype), do, trans_a=True)
         d_weights = plgpu.dot(do, v, trans_b=True)
-        scores = _score_gradient(static, weights, d_weights, delta, keys, cols)
+        scores = _score_gradient(static, weights, d_weights, delta, kept)
         dk = dk + plgpu.dot(scores.astype(q.dtype), q, trans_a=True)
         return dk, dv
 
     init = (jnp.zeros((block_k, head_dim), jnp.float32),
             jnp.zeros((block_k, head_dim), jnp.float32))
     dk, dv = jax.lax.fori_loop(0, pl.cdiv(query_length, block_q), step, init)
-    inverse_keep = 2**32 / static.threshold if static.threshold else 1.0
+    inverse_keep = VALUES / static.threshold if static.threshold else 1.0
     plgpu.store(dk_ref, (dk * static.scale).astype(dk_ref.dtype), mask=col_ok[:, None])
     plgpu.store(dv_ref, (dv * inverse_keep).astype(dv_ref.dtype), mask=col_ok[:, None])
 
@@ -472,7 +498,8 @@ def _query_gradient_kernel(q_ref, k_ref, v_ref, keys_ref, mask_ref, do_ref, lse_
         weights = _backward_weights(static, q, k, lse, mask_ref, start, index * block_k,
                                      row_ok, col_ok)
         d_weights = plgpu.dot(do, v, trans_b=True)
-        scores = _score_gradient(static, weights, d_weights, delta, keys, cols)
+        kept = _kept(static, keys, index * block_k, block_k) if static.threshold else None
+        scores = _score_gradient(static, weights, d_weights, delta, kept)
         return dq + plgpu.dot(scores.astype(k.dtype), k)
 
     dq = jax.lax.fori_loop(0, pl.cdiv(key_length, block_k),

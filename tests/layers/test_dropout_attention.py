@@ -31,7 +31,8 @@ def scalar_value(seed, b, n, i, j, num_heads):
     key = mix(mix(seed[0] ^ 0x243F6A88) ^ seed[1])
     head = mix(key ^ (((b * num_heads + n) * 0x85EBCA6B) & word))
     row = mix(head ^ ((i * 0xC2B2AE35) & word))
-    return mix(row ^ ((j * 0x9E3779B9) & word))
+    pair = mix(row ^ (((j // 2) * 0x9E3779B9) & word))
+    return (pair >> (16 * (j % 2))) & 0xFFFF
 
 
 def within(observed, expected, sigma, what):
@@ -55,8 +56,8 @@ def test_hash_is_the_documented_function():
 
 
 def test_keep_threshold():
-    assert da.keep_threshold(0.1) == round(0.9 * 2**32)
-    assert da.keep_threshold(0.0) == 2**32 - 1
+    assert da.keep_threshold(0.1) == round(0.9 * 2**16)
+    assert da.keep_threshold(0.0) == 2**16 - 1
     assert da.keep_threshold(1 - 1e-12) == 1
     with pytest.raises(ValueError, match="rate"):
         da.keep_threshold(1.0)
@@ -71,20 +72,20 @@ def draws():
 def test_kept_fraction_and_bits_are_uniform(draws):
     count = draws.size
     for rate in (0.1, 0.5, 0.9):
-        keep = da.keep_threshold(rate) / 2**32
+        keep = da.keep_threshold(rate) / da.VALUES
         kept = (draws < np.uint32(da.keep_threshold(rate))).mean()
         within(kept, keep, math.sqrt(keep * (1 - keep) / count), f"kept fraction at {rate}")
-    for bit in range(32):
+    for bit in range(da.BITS):
         ones = ((draws >> np.uint32(bit)) & np.uint32(1)).mean()
         within(ones, 0.5, math.sqrt(0.25 / count), f"bit {bit}")
     # The values' mean and variance of a uniform on [0, 1).
-    u = draws.astype(np.float64) / 2**32
+    u = draws.astype(np.float64) / da.VALUES
     within(u.mean(), 0.5, math.sqrt(1 / 12 / count), "mean")
     within(((u - 0.5) ** 2).mean(), 1 / 12, math.sqrt(1 / 180 / count), "variance")
 
 
 def test_rates_per_position(draws):
-    keep = da.keep_threshold(0.1) / 2**32
+    keep = da.keep_threshold(0.1) / da.VALUES
     kept = draws < np.uint32(da.keep_threshold(0.1))
     for axes, what in [((0, 1, 2), "key position"), ((0, 1, 3), "query position"),
                        ((2, 3), "batch and head")]:
@@ -96,9 +97,9 @@ def test_rates_per_position(draws):
 
 
 def test_neighbours_are_independent(draws):
-    keep = da.keep_threshold(0.1) / 2**32
+    keep = da.keep_threshold(0.1) / da.VALUES
     kept = draws < np.uint32(da.keep_threshold(0.1))
-    u = draws.astype(np.float64) / 2**32 - 0.5
+    u = draws.astype(np.float64) / da.VALUES - 0.5
     pairs = {"next key": (kept[..., 1:], kept[..., :-1], u[..., 1:], u[..., :-1]),
              "next query": (kept[:, :, 1:], kept[:, :, :-1], u[:, :, 1:], u[:, :, :-1]),
              "next head": (kept[:, 1:], kept[:, :-1], u[:, 1:], u[:, :-1]),
@@ -111,7 +112,7 @@ def test_neighbours_are_independent(draws):
 
 
 def test_seeds_give_independent_masks(draws):
-    keep = da.keep_threshold(0.1) / 2**32
+    keep = da.keep_threshold(0.1) / da.VALUES
     threshold = np.uint32(da.keep_threshold(0.1))
     kept = draws < threshold
     agreement = keep**2 + (1 - keep) ** 2
@@ -194,7 +195,7 @@ def test_reference_drops_the_hash_mask():
     threshold = da.keep_threshold(0.25)
     kept = da.dropout_mask_bits(seed, 2, 2, 9, 11) < np.uint32(threshold)
     out = np.asarray(da.reference_dropout_attention(q, k, v, mask, 0.25, seed))
-    want = numpy_attention(q, k, v, mask, 0.5, kept, threshold / 2**32)
+    want = numpy_attention(q, k, v, mask, 0.5, kept, threshold / da.VALUES)
     np.testing.assert_allclose(out, want, atol=1e-5, rtol=1e-5)
 
 
@@ -398,7 +399,7 @@ def test_encoder_self_attention_drops_by_the_hash(implementation, mode):
     mask = (padding[:, None, :] & padding[:, :, None])[:, None]
     threshold = da.keep_threshold(0.3)
     kept = da.dropout_mask_bits(seed, 2, 2, 9, 9) < np.uint32(threshold)
-    context = numpy_attention(q, k, v, mask, 1 / math.sqrt(16), kept, threshold / 2**32)
+    context = numpy_attention(q, k, v, mask, 1 / math.sqrt(16), kept, threshold / da.VALUES)
     want = np.asarray(attention._output_dense(context.astype(np.float32)))
     np.testing.assert_allclose(np.asarray(got), want, atol=1e-5)
 
@@ -475,7 +476,7 @@ def test_parallel_cross_attention_word_level_dropout_by_the_hash(implementation)
     kept = kept.reshape(b, p, heads, s, t).transpose(0, 2, 3, 1, 4)  # [B,H,S,P,T]
     explicit_dropout = layer.attention_weights_dropout
     layer.attention_weights_dropout = lambda w, training=None: (
-        w * kept / (threshold / 2**32))
+        w * kept / (threshold / da.VALUES))
     try:
         want = layer._explicit_word_context(query_w, key, value, word_mask, fusion, scale,
                                             True)
