@@ -329,6 +329,35 @@ class _Static:
     interpret: bool
 
 
+def _dot(a, b, trans_a=False, trans_b=False):
+    """a·b of two 2-D tiles (either transposed), accumulated in float32:
+    `lax.dot_general`, which Pallas lowers to Triton's dot (not Pallas'
+    own `dot` helper, whose home has moved between JAX versions)."""
+    import jax
+    import jax.numpy as jnp
+
+    return jax.lax.dot_general(
+        a, b, (((0 if trans_a else 1,), (1 if trans_b else 0,)), ((), ())),
+        preferred_element_type=jnp.float32)
+
+
+@functools.cache
+def kernel_available():
+    """Whether this JAX has the Pallas Triton API the kernel is written
+    against (`pallas_call`, `BlockSpec`, `ds`, `program_id`, `cdiv`; Triton's
+    `load`, `store`, `CompilerParams`): where not, `layer_implementation`
+    keeps Keras' attention (Pallas is experimental and changes between JAX
+    versions)."""
+    try:
+        from jax.experimental import pallas as pl
+        from jax.experimental.pallas import triton as plgpu
+    except ImportError:
+        return False
+    return (all(hasattr(pl, name) for name in ("pallas_call", "BlockSpec", "ds", "program_id",
+                                                "cdiv"))
+            and all(hasattr(plgpu, name) for name in ("load", "store", "CompilerParams")))
+
+
 def _visible(static, mask_ref, row_start, col_start, row_ok, col_ok):
     """bool [bq, bk]: keys in range, and the user's mask (its ref spans
     every query row and key: `row_start`, `col_start` index it)."""
@@ -382,7 +411,7 @@ def _forward_kernel(q_ref, k_ref, v_ref, keys_ref, mask_ref, o_ref, lse_ref, *, 
                        mask=col_ok[:, None], other=0.0)
         v = plgpu.load(v_ref.at[pl.ds(index * block_k, block_k), :],
                        mask=col_ok[:, None], other=0.0)
-        logits = plgpu.dot(q, k, trans_b=True) * logit_scale
+        logits = _dot(q, k, trans_b=True) * logit_scale
         visible = _visible(static, mask_ref, start, index * block_k, row_ok, col_ok)
         logits = jnp.where(visible, logits, MASKED_LOGIT)
         new_peak = jnp.maximum(peak, jnp.max(logits, axis=1))
@@ -391,7 +420,7 @@ def _forward_kernel(q_ref, k_ref, v_ref, keys_ref, mask_ref, o_ref, lse_ref, *, 
         total = total * correction + jnp.sum(weights, axis=1)
         if static.threshold:
             weights = jnp.where(_kept(static, keys, index * block_k, block_k), weights, 0.0)
-        acc = acc * correction[:, None] + plgpu.dot(weights.astype(v.dtype), v)
+        acc = acc * correction[:, None] + _dot(weights.astype(v.dtype), v)
         return acc, new_peak, total
 
     init = (jnp.zeros((block_q, head_dim), jnp.float32),
@@ -412,7 +441,7 @@ def _backward_weights(static, q, k, lse, mask_ref, row_start, col_start, row_ok,
     import jax.numpy as jnp
     from jax.experimental.pallas import triton as plgpu
 
-    logits = plgpu.dot(q, k, trans_b=True) * (static.scale * LOG2_E)
+    logits = _dot(q, k, trans_b=True) * (static.scale * LOG2_E)
     visible = _visible(static, mask_ref, row_start, col_start, row_ok, col_ok)
     return jnp.where(visible, jnp.exp2(logits - lse[:, None]), 0.0)
 
@@ -458,10 +487,10 @@ def _key_value_gradient_kernel(q_ref, k_ref, v_ref, keys_ref, mask_ref, do_ref, 
         if static.threshold:  # one mask for dV and dK
             kept = _kept(static, keys, start, block_k)
             dropped = jnp.where(kept, weights, 0.0)
-        dv = dv + plgpu.dot(dropped.astype(do.dtype), do, trans_a=True)
-        d_weights = plgpu.dot(do, v, trans_b=True)
+        dv = dv + _dot(dropped.astype(do.dtype), do, trans_a=True)
+        d_weights = _dot(do, v, trans_b=True)
         scores = _score_gradient(static, weights, d_weights, delta, kept)
-        dk = dk + plgpu.dot(scores.astype(q.dtype), q, trans_a=True)
+        dk = dk + _dot(scores.astype(q.dtype), q, trans_a=True)
         return dk, dv
 
     init = (jnp.zeros((block_k, head_dim), jnp.float32),
@@ -497,10 +526,10 @@ def _query_gradient_kernel(q_ref, k_ref, v_ref, keys_ref, mask_ref, do_ref, lse_
         v = plgpu.load(v_ref.at[here, :], mask=col_ok[:, None], other=0.0)
         weights = _backward_weights(static, q, k, lse, mask_ref, start, index * block_k,
                                      row_ok, col_ok)
-        d_weights = plgpu.dot(do, v, trans_b=True)
+        d_weights = _dot(do, v, trans_b=True)
         kept = _kept(static, keys, index * block_k, block_k) if static.threshold else None
         scores = _score_gradient(static, weights, d_weights, delta, kept)
-        return dq + plgpu.dot(scores.astype(k.dtype), k)
+        return dq + _dot(scores.astype(k.dtype), k)
 
     dq = jax.lax.fori_loop(0, pl.cdiv(key_length, block_k),
                            step, jnp.zeros((block_q, head_dim), jnp.float32))
@@ -726,8 +755,8 @@ def layer_implementation(head_dim):
     written-out weights).
 
     Automatic (the default): "flash" under the JAX backend where JAX's
-    default backend is a GPU and `head_dim` is in `KERNEL_HEAD_DIMS`, else
-    None: on a CPU, and under TensorFlow, nothing changes.
+    default backend is a GPU, `head_dim` is in `KERNEL_HEAD_DIMS` and
+    `kernel_available()`, else None: on a CPU, and under TensorFlow, nothing changes.
     `use_layer_implementation` overrides it (every backend but JAX keeps
     None; "flash" and "interpret" give "reference" for head widths the
     kernel does not take)."""
@@ -741,7 +770,8 @@ def layer_implementation(head_dim):
         return None if _layer_implementation == "keras" else _layer_implementation
     import jax
 
-    return "flash" if jax.default_backend() == "gpu" and head_dim in KERNEL_HEAD_DIMS else None
+    return ("flash" if jax.default_backend() == "gpu" and head_dim in KERNEL_HEAD_DIMS
+            and kernel_available() else None)
 
 
 def use_layer_implementation(name):

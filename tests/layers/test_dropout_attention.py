@@ -357,6 +357,13 @@ def implementation():
         da.use_layer_implementation(previous[0])
 
 
+@jax_only
+def test_this_jax_has_the_kernel_api():
+    """The project's JAX has the Pallas Triton API the kernel is written
+    against (on a GPU with a JAX that lacks it, the layers keep Keras')."""
+    assert da.kernel_available()
+
+
 def test_layer_implementation_is_keras_on_a_cpu_and_checked(implementation):
     if BACKEND != "jax" or __import__("jax").default_backend() != "gpu":
         assert da.layer_implementation(64) is None
