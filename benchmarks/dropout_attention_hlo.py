@@ -19,8 +19,9 @@ before any other JAX computation) and reads the optimized program with
   what Keras picks without dropout).
 
 Shapes (`--shapes`): flat, the flat Transformer recipe's paper encoder
-attention (B 16, T = S = 3,000, 8 heads, Dh 64) and ht, HT's local
-attention over its B·P = 384 paragraphs of 100 tokens; bf16, dropout 0.1,
+attention (B 16, T = S = 3,000, 8 heads, Dh 32, as its train step
+compiles it: `gpu_compile.py`'s `pallas_work` signatures) and ht, HT's local
+attention over its B·P = 384 paragraphs of 100 tokens (8 heads, Dh 32); bf16, dropout 0.1,
 a key padding mask [B,1,1,S]. One attention call each (a model has one
 per layer).
 
@@ -60,8 +61,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 SHAPES = {  # B, T, S, heads, head width
-    "flat": (16, 3000, 3000, 8, 64),
-    "ht": (384, 100, 100, 8, 64),
+    "flat": (16, 3000, 3000, 8, 32),
+    "ht": (384, 100, 100, 8, 32),
 }
 RATE = 0.1
 

@@ -108,9 +108,10 @@ class BlockSizes:
     them (not autotuned): FlashAttention-2's Triton tiles for Dh <= 64
     (forward 128 queries × 64 keys; backward 64 × 64 in both kernels), and
     warps by what `ptxas -v` gives for sm_90a (benchmarks/
-    dropout_attention_hlo.py; flat's shape, Dh 64, bf16, dropout 0.1, no
-    spills in any): the forward at 8 warps needs 123 registers a thread,
-    the dK/dV kernel at 4 warps 237, dQ at 4 warps 128 (with one hash per
+    dropout_attention_hlo.py; flat's encoder attention, bf16, dropout 0.1,
+    no spills in any): at Dh 32 (the paper configs') the forward at 8 warps
+    needs 121 registers a thread, the dK/dV kernel at 4 warps 187, dQ at 4
+    warps 127; at Dh 64, 123, 237 and 128 (with one hash per
     weight, before the hash was shared by two keys: the forward at 4 warps
     246, 8 resident warps per SM instead of 16; dK/dV at 8 warps 206 × 256
     threads, one program per SM; Dh 32, 4-warp backward 202 (dK/dV) and
