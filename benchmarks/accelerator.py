@@ -9,7 +9,9 @@ Needs only JAX, Keras, keras-hub and numpy (no TensorFlow): run it with
   e.g. `train:flat:bf16:attention_dropout=0`, the fused-attention variant of
   docs/recipes.md; `keras_dropout`, not a field, traces the step with
   Keras' own dropout masks instead of keras_hsum's packed ones,
-  `keras_hsum.layers.packed_dropout`), synthetic
+  `keras_hsum.layers.packed_dropout`, and `keras_attention_dropout` with
+  Keras' written-out attention dropout instead of the Pallas kernel of
+  `keras_hsum.layers.dropout_attention`), synthetic
   inputs of its shapes (benchmarks/recipe_steps.py), one `jax.jit` stateless
   step (forward, the recipe's loss, backward, its optimizer; state donated)
   under `mixed_bfloat16` or `float32`, at the paper batch (seal at
@@ -134,12 +136,15 @@ DEFAULT_TASKS = (
     "decode:pht:static", "decode:ht", "decode:flat", "cudnn_lstm", "dropout", "topk",
     "decode:discourse",
     "train:discourse:bf16", "train:discourse:bf16:use_cudnn=false",
-    # stop 68: the paper steps with keras_hsum's packed dropout masks and
-    # with Keras' own, same run (PHT's two 1-2 ms fusions on the H200 were
-    # attention dropout's: 15.6 ms with it, 12.6 without).
-    "train:pht:bf16", "train:pht:bf16:keras_dropout",
-    "train:flat:bf16", "train:flat:bf16:keras_dropout", "train:ht:bf16",
+    # stop 69: the paper steps with attention dropout inside the Pallas
+    # kernel (keras_hsum.layers.dropout_attention, on a GPU by default) and
+    # with Keras' written-out attention, same run; then (stop 68) Keras'
+    # own dropout masks against keras_hsum's packed ones.
+    "train:pht:bf16", "train:pht:bf16:keras_attention_dropout",
+    "train:flat:bf16", "train:flat:bf16:keras_attention_dropout", "train:ht:bf16",
+    "train:ht:bf16:keras_attention_dropout",
     *(f"train:{name}:bf16:attention_dropout=0" for name in ("pht", "ht", "flat")),
+    "train:pht:bf16:keras_dropout", "train:flat:bf16:keras_dropout",
     "profile:train:pht", "profile:train:pht:attention_dropout=0", "profile:decode:pht",
     "anchor:xla", "anchor:flash",
     "train:seal:bf16", "train:shte:bf16",
