@@ -164,14 +164,19 @@ def test_memorizes_ranker_target_ordering_of_eight_real_examples(vocabulary, rea
 
     from keras_hsum.recipes import ranker as recipe
     from model_test_case import real_batch
+    from model_test_case import seeded
 
     config = recipe.CONFIGS["tiny"].replace(max_paragraphs=8, paragraph_length=32,
                                             dropout=0.0)
     inputs, labels, weights = real_batch(
         recipe, config, vocabulary, real_examples("qmsum_goldspan", "train"), 8)
-    model = recipe.build_model(config, vocabulary.vocabulary_size)
+    # Seeded before the model is made (as `memorize`): unseeded, its initial
+    # weights came from whatever drew random numbers before, and the same
+    # code gave 0.918 to 0.967 from run to run.
+    model = seeded(lambda: recipe.build_model(config, vocabulary.vocabulary_size), 0)
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=recipe.loss(config))
-    model.fit(inputs, labels, sample_weight=weights, epochs=150, batch_size=8, verbose=0)
+    model.fit(inputs, labels, sample_weight=weights, epochs=150, batch_size=8, verbose=0,
+              shuffle=False)
     scores = model.predict(inputs, batch_size=8, verbose=0)
     accuracy, pairs = pairwise_order_accuracy(scores, labels, weights > 0, margin=0.02)
     print(f"pairwise order accuracy {accuracy:.3f} on {pairs} pairs")
