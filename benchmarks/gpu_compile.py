@@ -370,23 +370,30 @@ def kernel_work(jaxpr, multiplier=1):
     return flops, ops
 
 
-def pallas_calls(jaxpr):
-    """[(name, grid, kernel jaxpr)] of every `pallas_call` in a jaxpr."""
-    found = []
+def _pallas_equations(jaxpr):
+    """Every `pallas_call` equation of a jaxpr, nested jaxprs included."""
     for eqn in jaxpr.eqns:
         if eqn.primitive.name == "pallas_call":
-            name = eqn.params.get("name_and_src_info", eqn.params.get("name"))
-            found.append((getattr(name, "name", name), tuple(eqn.params["grid_mapping"].grid), eqn.params["jaxpr"]))
+            yield eqn
             continue
         for value in eqn.params.values():
             for item in value if isinstance(value, (tuple, list)) else (value,):
                 inner = getattr(item, "jaxpr", None)
                 if inner is not None and hasattr(inner, "eqns"):
-                    found += pallas_calls(inner)
+                    yield from _pallas_equations(inner)
                 elif hasattr(item, "eqns"):
-                    found += pallas_calls(item)
-    return found
+                    yield from _pallas_equations(item)
 
+
+def _pallas_name(eqn):
+    name = eqn.params.get("name_and_src_info", eqn.params.get("name"))
+    return getattr(name, "name", name)
+
+
+def pallas_calls(jaxpr):
+    """[(name, grid, kernel jaxpr)] of every `pallas_call` in a jaxpr."""
+    return [(_pallas_name(eqn), tuple(eqn.params["grid_mapping"].grid), eqn.params["jaxpr"])
+            for eqn in _pallas_equations(jaxpr)]
 
 
 _HLO_DTYPES = {"bfloat16": "bf16", "float16": "f16", "float32": "f32", "float64": "f64",
@@ -408,26 +415,10 @@ def pallas_work(jaxpr):
     """{`pallas_signature`: [dot FLOPs, elementwise operations]} per call of
     each distinct Pallas kernel call in a (closed) jaxpr's `jaxpr`."""
     work = {}
-
-    def visit(inner):
-        for eqn in inner.eqns:
-            if eqn.primitive.name == "pallas_call":
-                name = eqn.params.get("name_and_src_info", eqn.params.get("name"))
-                grid = tuple(eqn.params["grid_mapping"].grid)
-                flops, ops = kernel_work(eqn.params["jaxpr"], math.prod(grid))
-                key = pallas_signature(getattr(name, "name", name),
-                                       [_aval_text(v.aval) for v in eqn.invars])
-                work[key] = [flops, ops]
-                continue
-            for value in eqn.params.values():
-                for item in value if isinstance(value, (tuple, list)) else (value,):
-                    nested = getattr(item, "jaxpr", None)
-                    if nested is not None and hasattr(nested, "eqns"):
-                        visit(nested)
-                    elif hasattr(item, "eqns"):
-                        visit(item)
-
-    visit(jaxpr)
+    for eqn in _pallas_equations(jaxpr):
+        grid = tuple(eqn.params["grid_mapping"].grid)
+        key = pallas_signature(_pallas_name(eqn), [_aval_text(v.aval) for v in eqn.invars])
+        work[key] = list(kernel_work(eqn.params["jaxpr"], math.prod(grid)))
     return work
 
 

@@ -180,7 +180,7 @@ def seed_words(seed):
         raise ValueError("`seed` must be an int or two uint32 words (shape [2]); "
                          f"received shape {tuple(words.shape)}. Pass a SeedGenerator's "
                          "`next()` (under JAX) or an int.")
-    return words.astype(xp.uint32) if xp is not np else words.astype(np.uint32)
+    return words.astype(xp.uint32)
 
 
 def row_keys(seed, batch_size, num_heads, query_length):
@@ -803,12 +803,10 @@ def layer_dropout_attention(query, key, value, mask, rate, seed_generator, scale
     """
     from keras.src.backend.jax.random import jax_draw_seed
 
-    seed = jax_draw_seed(seed_generator)
-    if implementation == "interpret":
-        return flash_dropout_attention(query, key, value, mask, rate, seed, scale,
-                                       interpret=True)
-    return dropout_attention(query, key, value, mask, rate, seed, scale,
-                             implementation=implementation)
+    interpret = implementation == "interpret"
+    return dropout_attention(query, key, value, mask, rate, jax_draw_seed(seed_generator),
+                             scale, implementation="flash" if interpret else implementation,
+                             interpret=interpret)
 
 
 def dropout_attention(query, key, value, mask=None, rate=0.0, seed=0, scale=None,

@@ -90,7 +90,7 @@ def _compute_fused_attention(self, query, key, value, attention_mask=None, train
     implementation = (
         layer_implementation(query.shape[-1])
         if training is True and self._dropout > 0 and not return_attention_scores
-        and len(query.shape) == 4 and len(self._attention_axes) == 1
+        and len(query.shape) == 4
         else None
     )
     if implementation is not None:
@@ -121,13 +121,12 @@ def _dropout_attention(self, query, key, value, attention_mask, implementation,
     (`dropout_attention.layer_dropout_attention`): the mask Keras merged
     ([B,T,S], or [1,T,S] causal), the layer's scale and rate, a draw of
     its attention `Dropout`'s seed generator."""
-    mask = attention_mask
+    mask = None if attention_mask is None else ops.cast(attention_mask, "bool")
     if use_causal_mask:
         causal = self._compute_causal_mask(query, value)
-        mask = causal if mask is None else ops.logical_and(ops.cast(mask, "bool"), causal)
-    if mask is not None:
-        mask = ops.cast(mask, "bool")
-        mask = mask[:, None] if len(mask.shape) == 3 else mask
+        mask = causal if mask is None else ops.logical_and(mask, causal)
+    if mask is not None and len(mask.shape) == 3:
+        mask = mask[:, None]
     return layer_dropout_attention(
         query, key, value, mask, self._dropout, self._dropout_layer.seed_generator,
         self._inverse_sqrt_key_dim, implementation,

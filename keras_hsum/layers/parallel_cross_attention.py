@@ -421,30 +421,28 @@ class ParallelCrossAttention(keras.layers.Layer):
             (batch * paragraphs, length, heads, head_dim),
         )
         keys, values, mask = paragraphs_first(key), paragraphs_first(value), None
+        if word_mask is not None:
+            mask = ops.reshape(word_mask, (batch * paragraphs, 1, 1, tokens))
         if dropout_implementation is not None:
             # Rows of a paragraph without tokens give zeros here (no NaN).
-            if word_mask is not None:
-                mask = ops.reshape(word_mask, (batch * paragraphs, 1, 1, tokens))
             contexts = layer_dropout_attention(
                 queries, keys, values, mask, self.attention_weights_dropout.rate,
                 self.attention_weights_dropout.seed_generator, scale,
                 dropout_implementation,
             )
-            contexts = ops.reshape(contexts, (batch, paragraphs, length, heads, head_dim))
-            return ops.einsum("bsp,bpshk->bshk", fusion, contexts)
-        if word_mask is not None:
-            has_token = ops.any(word_mask, axis=-1)  # [B,P]
-            fusion = fusion * ops.cast(has_token, fusion.dtype)[:, None, :]
-            queries, keys, values, mask, _ = fused_attention_inputs(
-                queries, keys, values,
-                ops.reshape(word_mask, (batch * paragraphs, 1, 1, tokens)),
-                pad_to_even=isinstance(training, bool) and training,
+        else:
+            if word_mask is not None:
+                has_token = ops.any(word_mask, axis=-1)  # [B,P]
+                fusion = fusion * ops.cast(has_token, fusion.dtype)[:, None, :]
+                queries, keys, values, mask, _ = fused_attention_inputs(
+                    queries, keys, values, mask,
+                    pad_to_even=isinstance(training, bool) and training,
+                )
+            contexts = ops.dot_product_attention(
+                queries, keys, values, mask=mask, scale=scale
             )
-        contexts = ops.dot_product_attention(
-            queries, keys, values, mask=mask, scale=scale
-        )
-        if contexts.shape[1] != query.shape[1]:  # a padded query row
-            contexts = contexts[:, :length]
+            if contexts.shape[1] != query.shape[1]:  # a padded query row
+                contexts = contexts[:, :length]
         contexts = ops.reshape(
             contexts, (batch, paragraphs, length, heads, head_dim)
         )
